@@ -1,0 +1,208 @@
+/**
+ * Every option of callbridge, declared once: its type with JSDoc (`@default`, env var), one
+ * defaults literal, and the resolvers that apply the order of SPEC §1:
+ * explicit option, then environment, then default. Validation happens here, at construction,
+ * with a message naming the option and the value received.
+ */
+import { InvalidOptionError } from './errors.js';
+
+const MiB = 1024 * 1024;
+
+/** Where the service is and who we are. Used by `createClient`, the exporter and `register`. */
+export interface ConnectionOptions {
+  /**
+   * Base URL of the service, without a trailing path (`http://127.0.0.1:6345`,
+   * `https://trace.wandb.ai`).
+   * @default env `CALLBRIDGE_BASE_URL`, then `WF_TRACE_SERVER_URL`, then `http://127.0.0.1:6345`
+   */
+  readonly baseUrl?: string;
+  /**
+   * Basic-auth user name.
+   * @default env `CALLBRIDGE_USERNAME`; `api` when an API key is used
+   */
+  readonly username?: string;
+  /**
+   * Basic-auth password.
+   * @default env `CALLBRIDGE_PASSWORD`
+   */
+  readonly password?: string;
+  /**
+   * API key, sent as the password of user `api` (how the hosted service takes W&B keys).
+   * Ignored when `username`/`password` are given.
+   * @default env `CALLBRIDGE_API_KEY`, then `WANDB_API_KEY`
+   */
+  readonly apiKey?: string;
+  /**
+   * Per-request timeout in milliseconds (headers and body).
+   * @default 30000
+   */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Most sockets kept open to the service.
+   * @default 8
+   */
+  readonly connections?: number;
+}
+
+/** How the batcher groups, bounds and retries deliveries (SPEC §4). */
+export interface DeliveryOptions {
+  /**
+   * Most items (a span is two: start and end) in one `call/upsert_batch` request.
+   * @default 1000
+   */
+  readonly maxBatchItems?: number;
+  /**
+   * Most bytes of JSON in one request; at most 31 MiB (the service takes 32 MiB).
+   * @default 10485760 (10 MiB)
+   */
+  readonly maxBatchBytes?: number;
+  /**
+   * A batch is sent this long after its first item even when not full.
+   * @default 1000
+   */
+  readonly flushIntervalMs?: number;
+  /**
+   * Bound on queued plus in-flight bytes; past it new items are dropped (`queue_full`).
+   * @default 67108864 (64 MiB)
+   */
+  readonly maxQueueBytes?: number;
+  /**
+   * Most requests in flight at once.
+   * @default 4
+   */
+  readonly concurrency?: number;
+  /**
+   * A batch that keeps failing with retryable errors gives up after this long (`retries_exhausted`).
+   * @default 300000 (5 min)
+   */
+  readonly maxRetryMs?: number;
+  /**
+   * Longest `shutdown()` waits for the final flush before dropping what is left (`shutdown`).
+   * @default 30000
+   */
+  readonly shutdownTimeoutMs?: number;
+}
+
+/** Options of `new CallbridgeExporter(options)`. */
+export interface ExporterOptions extends ConnectionOptions, DeliveryOptions {
+  /**
+   * Project the calls are written to, as `entity/project`.
+   * @default env `CALLBRIDGE_PROJECT` (required one way or the other)
+   */
+  readonly projectId?: string;
+}
+
+export const DEFAULT_BASE_URL = 'http://127.0.0.1:6345';
+
+/** The defaults of every numeric option, in one literal. */
+export const DEFAULTS = {
+  requestTimeoutMs: 30_000,
+  connections: 8,
+  maxBatchItems: 1000,
+  maxBatchBytes: 10 * MiB,
+  flushIntervalMs: 1000,
+  maxQueueBytes: 64 * MiB,
+  concurrency: 4,
+  maxRetryMs: 5 * 60_000,
+  shutdownTimeoutMs: 30_000,
+} as const;
+
+/** The service's default body limit is 32 MiB; keep one MiB of headroom for the envelope. */
+export const MAX_BATCH_BYTES_LIMIT = 31 * MiB;
+
+export interface ResolvedConnection {
+  readonly baseUrl: string;
+  readonly username: string;
+  readonly password: string;
+  readonly requestTimeoutMs: number;
+  readonly connections: number;
+}
+
+export type ResolvedDelivery = Required<DeliveryOptions>;
+
+export interface ResolvedExporterOptions extends ResolvedConnection, ResolvedDelivery {
+  readonly projectId: string;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Resolve connection options: explicit option, then environment, then default. */
+export function resolveConnection(options: ConnectionOptions = {}, env: Env = process.env): ResolvedConnection {
+  const baseUrl = firstSet(options.baseUrl, env.CALLBRIDGE_BASE_URL, env.WF_TRACE_SERVER_URL) ?? DEFAULT_BASE_URL;
+  let parsed: URL;
+  try {
+    parsed = new URL(baseUrl);
+  } catch {
+    throw new InvalidOptionError('baseUrl', 'an http(s) URL', baseUrl);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new InvalidOptionError('baseUrl', 'an http(s) URL', baseUrl);
+  }
+  const { username, password } = resolveCredentials(options, env);
+  return {
+    baseUrl: baseUrl.replace(/\/+$/, ''),
+    username,
+    password,
+    requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs),
+    connections: positiveInteger('connections', options.connections, DEFAULTS.connections),
+  };
+}
+
+function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {
+  // An explicit option of either kind wins over anything in the environment.
+  if (options.username !== undefined || options.password !== undefined) {
+    return { username: options.username ?? env.CALLBRIDGE_USERNAME ?? '', password: options.password ?? '' };
+  }
+  if (options.apiKey !== undefined) return { username: 'api', password: options.apiKey };
+  if (env.CALLBRIDGE_USERNAME || env.CALLBRIDGE_PASSWORD) {
+    return { username: env.CALLBRIDGE_USERNAME ?? '', password: env.CALLBRIDGE_PASSWORD ?? '' };
+  }
+  const apiKey = firstSet(env.CALLBRIDGE_API_KEY, env.WANDB_API_KEY);
+  if (apiKey !== undefined) return { username: 'api', password: apiKey };
+  return { username: '', password: '' };
+}
+
+/** Resolve and validate delivery options against `DEFAULTS`. */
+export function resolveDelivery(options: DeliveryOptions = {}): ResolvedDelivery {
+  const maxBatchBytes = positiveInteger('maxBatchBytes', options.maxBatchBytes, DEFAULTS.maxBatchBytes);
+  if (maxBatchBytes > MAX_BATCH_BYTES_LIMIT) {
+    throw new InvalidOptionError('maxBatchBytes', `an integer from 1 to ${MAX_BATCH_BYTES_LIMIT}`, maxBatchBytes);
+  }
+  const maxQueueBytes = positiveInteger('maxQueueBytes', options.maxQueueBytes, DEFAULTS.maxQueueBytes);
+  return {
+    maxBatchItems: positiveInteger('maxBatchItems', options.maxBatchItems, DEFAULTS.maxBatchItems),
+    maxBatchBytes,
+    flushIntervalMs: nonNegativeInteger('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs),
+    maxQueueBytes,
+    concurrency: positiveInteger('concurrency', options.concurrency, DEFAULTS.concurrency),
+    maxRetryMs: nonNegativeInteger('maxRetryMs', options.maxRetryMs, DEFAULTS.maxRetryMs),
+    shutdownTimeoutMs: nonNegativeInteger('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs),
+  };
+}
+
+const PROJECT_ID = /^[^/\s]+\/[^/\s]+$/;
+
+/** Resolve everything the exporter needs; throws `InvalidOptionError` on the first bad option. */
+export function resolveExporterOptions(options: ExporterOptions = {}, env: Env = process.env): ResolvedExporterOptions {
+  const projectId = firstSet(options.projectId, env.CALLBRIDGE_PROJECT);
+  if (projectId === undefined || !PROJECT_ID.test(projectId)) {
+    throw new InvalidOptionError('projectId', 'an "entity/project" string (option or CALLBRIDGE_PROJECT)', projectId);
+  }
+  return { ...resolveConnection(options, env), ...resolveDelivery(options), projectId };
+}
+
+function firstSet(...values: Array<string | undefined>): string | undefined {
+  return values.find((value) => value !== undefined && value !== '');
+}
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidOptionError(name, 'a positive integer', value);
+  return value;
+}
+
+function nonNegativeInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0) throw new InvalidOptionError(name, 'an integer >= 0', value);
+  return value;
+}

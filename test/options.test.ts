@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionError } from '../src/errors.js';
+import {
+  DEFAULT_BASE_URL,
+  DEFAULTS,
+  MAX_BATCH_BYTES_LIMIT,
+  resolveConnection,
+  resolveDelivery,
+  resolveExporterOptions,
+} from '../src/options.js';
+
+describe('resolveConnection', () => {
+  it('uses the defaults with an empty environment', () => {
+    expect(resolveConnection({}, {})).toEqual({
+      baseUrl: DEFAULT_BASE_URL,
+      username: '',
+      password: '',
+      requestTimeoutMs: DEFAULTS.requestTimeoutMs,
+      connections: DEFAULTS.connections,
+    });
+  });
+
+  it('prefers the explicit option, then CALLBRIDGE_*, then the hosted-service variables', () => {
+    const env = { CALLBRIDGE_BASE_URL: 'http://env:1', WF_TRACE_SERVER_URL: 'https://wf.example' };
+    expect(resolveConnection({ baseUrl: 'http://opt:2/' }, env).baseUrl).toBe('http://opt:2');
+    expect(resolveConnection({}, env).baseUrl).toBe('http://env:1');
+    expect(resolveConnection({}, { WF_TRACE_SERVER_URL: 'https://wf.example' }).baseUrl).toBe('https://wf.example');
+  });
+
+  it('treats an empty environment variable as unset', () => {
+    expect(resolveConnection({}, { CALLBRIDGE_BASE_URL: '', WF_TRACE_SERVER_URL: 'http://wf:3' }).baseUrl).toBe('http://wf:3');
+  });
+
+  it('resolves credentials: user/password, then API keys as user "api"', () => {
+    expect(resolveConnection({ username: 'u', password: 'p' }, { WANDB_API_KEY: 'k' })).toMatchObject({ username: 'u', password: 'p' });
+    expect(resolveConnection({ apiKey: 'opt-key' }, { CALLBRIDGE_USERNAME: 'u', CALLBRIDGE_PASSWORD: 'p' })).toMatchObject({ username: 'api', password: 'opt-key' });
+    expect(resolveConnection({}, { CALLBRIDGE_USERNAME: 'u', CALLBRIDGE_PASSWORD: 'p', WANDB_API_KEY: 'k' })).toMatchObject({ username: 'u', password: 'p' });
+    expect(resolveConnection({}, { CALLBRIDGE_API_KEY: 'cb', WANDB_API_KEY: 'wb' })).toMatchObject({ username: 'api', password: 'cb' });
+    expect(resolveConnection({}, { WANDB_API_KEY: 'wb' })).toMatchObject({ username: 'api', password: 'wb' });
+  });
+
+  it('rejects URLs that are not http(s), naming the option and the value', () => {
+    expect(() => resolveConnection({ baseUrl: 'ftp://x' }, {})).toThrow(InvalidOptionError);
+    expect(() => resolveConnection({ baseUrl: 'not a url' }, {})).toThrow(/`baseUrl`.*"not a url"/);
+    expect(() => resolveConnection({}, { CALLBRIDGE_BASE_URL: 'javascript:alert(1)' })).toThrow(/baseUrl/);
+  });
+
+  it('rejects non-positive or non-integer timeouts and pool sizes', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => resolveConnection({ requestTimeoutMs: bad }, {})).toThrow(/requestTimeoutMs/);
+      expect(() => resolveConnection({ connections: bad }, {})).toThrow(/connections/);
+    }
+    expect(() => resolveConnection({ requestTimeoutMs: '5' as unknown as number }, {})).toThrow(/got "5"/);
+  });
+});
+
+describe('resolveDelivery', () => {
+  it('fills every default', () => {
+    expect(resolveDelivery({})).toEqual({
+      maxBatchItems: 1000,
+      maxBatchBytes: 10 * 1024 * 1024,
+      flushIntervalMs: 1000,
+      maxQueueBytes: 64 * 1024 * 1024,
+      concurrency: 4,
+      maxRetryMs: 300_000,
+      shutdownTimeoutMs: 30_000,
+    });
+  });
+
+  it('keeps batches under the service body limit', () => {
+    expect(resolveDelivery({ maxBatchBytes: MAX_BATCH_BYTES_LIMIT }).maxBatchBytes).toBe(MAX_BATCH_BYTES_LIMIT);
+    expect(() => resolveDelivery({ maxBatchBytes: MAX_BATCH_BYTES_LIMIT + 1 })).toThrow(/maxBatchBytes.*32505856/);
+  });
+
+  it('accepts zero where zero means "no wait" and refuses it where it would stall', () => {
+    expect(resolveDelivery({ flushIntervalMs: 0, maxRetryMs: 0 })).toMatchObject({ flushIntervalMs: 0, maxRetryMs: 0 });
+    expect(() => resolveDelivery({ concurrency: 0 })).toThrow(/concurrency/);
+    expect(() => resolveDelivery({ maxBatchItems: 0 })).toThrow(/maxBatchItems/);
+    expect(() => resolveDelivery({ flushIntervalMs: -5 })).toThrow(/flushIntervalMs.*-5/);
+  });
+});
+
+describe('resolveExporterOptions', () => {
+  it('requires an entity/project from the option or CALLBRIDGE_PROJECT', () => {
+    expect(resolveExporterOptions({ projectId: 'acme/demo' }, {}).projectId).toBe('acme/demo');
+    expect(resolveExporterOptions({}, { CALLBRIDGE_PROJECT: 'acme/env' }).projectId).toBe('acme/env');
+    for (const bad of [undefined, '', 'acme', 'a/b/c', '/demo', 'acme/', 'a cme/demo']) {
+      expect(() => resolveExporterOptions({ projectId: bad }, {})).toThrow(InvalidOptionError);
+    }
+  });
+
+  it('carries the error code and option name for programmatic handling', () => {
+    try {
+      resolveExporterOptions({ projectId: 'x' }, {});
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(TypeError);
+      expect(error).toMatchObject({ code: 'CALLBRIDGE_INVALID_OPTION', option: 'projectId' });
+    }
+  });
+});
