@@ -1,0 +1,154 @@
+/**
+ * Command-line arguments of `callbridge serve` (SPEC §1), parsed into server options. Pure: no
+ * I/O, so every rule is unit-testable; `main.ts` does the printing and exiting.
+ */
+import { parseArgs } from 'node:util';
+import type { ServerUser } from '../server/index.js';
+
+export const USAGE = `Usage: callbridge serve [options]
+
+Run the local call-tracing server (SQLite).
+
+Options:
+  --host HOST              interface to listen on (default 127.0.0.1)
+  --port PORT              TCP port, 0 for a free one (default 6345)
+  --db PATH                SQLite file, or :memory: (default callbridge.db)
+  --user NAME:PASSWORD[:ENTITY,ENTITY|*]
+                           a user; repeat for more. Entities default to * (all)
+  --complete-mode          answer v1 call writes with CALLS_COMPLETE_MODE_REQUIRED
+  --log                    log requests as JSON lines on stdout
+  -h, --help               show this help
+
+Environment:
+  CALLBRIDGE_USERS="name:password[:entities];name2:password2"   users, added to --user
+
+At least one user is required (there is no built-in default password).
+`;
+
+/** What the command line asks for. */
+export type Command =
+  | { readonly kind: 'help' }
+  | {
+      readonly kind: 'serve';
+      readonly host: string;
+      readonly port: number;
+      readonly dbPath: string;
+      readonly users: readonly ServerUser[];
+      readonly completeMode: boolean;
+      readonly logger: boolean;
+    };
+
+/** A command line that cannot run; `main` prints the message and exits with status 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/**
+ * Parse `argv` (without node and the script) and the environment into a command.
+ * Throws `UsageError` naming the bad argument.
+ *
+ * @example
+ * parseCommand(['serve', '--port', '0', '--user', 'dev:pw'], {});
+ * // { kind: 'serve', port: 0, host: '127.0.0.1', users: [{ username: 'dev', password: 'pw', entities: ['*'] }], ... }
+ */
+export function parseCommand(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Command {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        db: { type: 'string' },
+        user: { type: 'string', multiple: true },
+        'complete-mode': { type: 'boolean' },
+        log: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) return { kind: 'help' };
+  const [command, ...extra] = positionals;
+  if (command === undefined) throw new UsageError('Missing command: expected "serve"');
+  if (command !== 'serve') throw new UsageError(`Unknown command ${JSON.stringify(command)}: expected "serve"`);
+  if (extra.length > 0) throw new UsageError(`Unexpected argument ${JSON.stringify(extra[0])}`);
+
+  const users = [
+    ...(values.user ?? []).map((spec) => parseUser(spec, '--user')),
+    ...parseUserList(env.CALLBRIDGE_USERS),
+  ];
+  // No users means no one could use the server; a built-in password would be a server anyone on
+  // the machine can write to without knowing it. So: refuse, and say how to add one.
+  if (users.length === 0) {
+    throw new UsageError('No users configured: pass --user NAME:PASSWORD (repeatable) or set CALLBRIDGE_USERS');
+  }
+  const names = new Set<string>();
+  for (const user of users) {
+    if (names.has(user.username)) throw new UsageError(`User ${JSON.stringify(user.username)} is configured twice`);
+    names.add(user.username);
+  }
+
+  const host = values.host ?? '127.0.0.1';
+  if (host === '') throw new UsageError('--host must not be empty');
+  return {
+    kind: 'serve',
+    host,
+    port: parsePort(values.port),
+    dbPath: values.db ?? 'callbridge.db',
+    users,
+    completeMode: values['complete-mode'] === true,
+    logger: values.log === true,
+  };
+}
+
+function parsePort(value: string | undefined): number {
+  if (value === undefined) return 6345;
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) {
+    throw new UsageError(`--port must be an integer from 0 to 65535, got ${JSON.stringify(value)}`);
+  }
+  return Number(value);
+}
+
+/** `CALLBRIDGE_USERS`: `;`-separated user specs; empty entries are skipped. */
+function parseUserList(value: string | undefined): ServerUser[] {
+  if (value === undefined) return [];
+  return value
+    .split(';')
+    .map((spec) => spec.trim())
+    .filter((spec) => spec !== '')
+    .map((spec) => parseUser(spec, 'CALLBRIDGE_USERS'));
+}
+
+/**
+ * `NAME:PASSWORD[:ENTITY,ENTITY|*]`. The password is everything between the first colon and the
+ * last one when an entity list follows; without entities the user gets every entity (`*`).
+ */
+export function parseUser(spec: string, source: string): ServerUser {
+  const first = spec.indexOf(':');
+  if (first <= 0) throw new UsageError(`${source}: expected NAME:PASSWORD[:ENTITIES], got ${JSON.stringify(redact(spec))}`);
+  const username = spec.slice(0, first);
+  const rest = spec.slice(first + 1);
+  const last = rest.lastIndexOf(':');
+  const password = last < 0 ? rest : rest.slice(0, last);
+  const entityList = last < 0 ? '*' : rest.slice(last + 1);
+  if (password === '') throw new UsageError(`${source}: user ${JSON.stringify(username)} has an empty password`);
+  const entities = entityList.split(',').map((entity) => entity.trim());
+  if (entities.some((entity) => entity === '' || entity.includes('/'))) {
+    throw new UsageError(`${source}: user ${JSON.stringify(username)} has an invalid entity list ${JSON.stringify(entityList)}`);
+  }
+  return { username, password, entities };
+}
+
+/** Never echo a password back into a terminal or log. */
+function redact(spec: string): string {
+  const colon = spec.indexOf(':');
+  return colon < 0 ? spec : `${spec.slice(0, colon)}:***`;
+}

@@ -1,0 +1,126 @@
+/**
+ * The server's Fastify instance: authentication on every route but `GET /health`, JSON bodies,
+ * the route modules of `routes/index.ts`, and the one error handler that turns every failure into
+ * a body of SPEC §2.5. Nothing else lives here: routes are in `routes/`, storage in `store/`.
+ */
+import type Database from 'better-sqlite3';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { authorizeUserForProject, createAuthenticator } from './auth.js';
+import type { ServerContext, ServerUser } from './context.js';
+import { HttpError, ValidationError } from './errors.js';
+import { ROUTE_MODULES } from './routes/index.js';
+import { schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated user; set by the auth hook before any handler runs. */
+    callbridgeUser: ServerUser | null;
+  }
+  interface FastifyContextConfig {
+    /** Route answers without credentials (only `GET /health`). */
+    public?: boolean;
+  }
+}
+
+export interface AppOptions {
+  readonly db: Database.Database;
+  readonly users: readonly ServerUser[];
+  readonly completeMode: boolean;
+  /** Largest request body accepted; larger ones get 413. */
+  readonly maxBodyBytes: number;
+  /** Fastify's (pino) request logging; internal errors are logged through it. */
+  readonly logger: boolean;
+}
+
+const WWW_AUTHENTICATE = 'Basic realm="callbridge"';
+
+/**
+ * Build the server's Fastify instance (not yet listening).
+ *
+ * @example
+ * const app = buildApp({ db, users, completeMode: false, maxBodyBytes: 32 * 1024 * 1024, logger: false });
+ * await app.listen({ port: 0, host: '127.0.0.1' });
+ */
+export function buildApp(options: AppOptions): FastifyInstance {
+  const app = Fastify({
+    logger: options.logger,
+    bodyLimit: options.maxBodyBytes,
+    // The service answers bodies that break a schema with 422, not by silently fixing them:
+    // no type coercion, no stripping of unknown keys (closed objects must reject them), and
+    // every error at once, as pydantic reports them.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: true } },
+  });
+  const authenticate = createAuthenticator(options.users);
+
+  // Bodies are JSON only (plus multipart, whose parser the files routes register themselves).
+  app.removeContentTypeParser('text/plain');
+  app.decorateRequest('callbridgeUser', null);
+
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    if (request.routeOptions.config.public === true) return;
+    const user = authenticate(request.headers.authorization);
+    if (user === null) throw new HttpError(401, 'Unauthorized');
+    request.callbridgeUser = user;
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const { status, body } = toErrorResponse(error, request);
+    if (status >= 500) request.log.error({ err: error }, 'internal error');
+    if (status === 401) reply.header('WWW-Authenticate', WWW_AUTHENTICATE);
+    void reply.code(status).type('application/json; charset=utf-8').send(body);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ reason: `Not found: ${request.method} ${request.url.split('?')[0]}` });
+  });
+
+  const ctx: ServerContext = {
+    db: options.db,
+    completeMode: options.completeMode,
+    authorizeProject(request, projectId) {
+      const user = request.callbridgeUser;
+      if (user === null) throw new HttpError(401, 'Unauthorized');
+      authorizeUserForProject(user, projectId);
+      return user.username;
+    },
+  };
+  for (const register of ROUTE_MODULES) register(app, ctx);
+  return app;
+}
+
+/** Fastify's own error codes that are the client's fault, with the status SPEC §2.5 gives them. */
+const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: string | null]>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Request too large'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'Unsupported content type: send application/json'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'Content-Length does not match the body'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'Empty JSON body'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'Malformed JSON body'],
+  FST_ERR_CTP_INVALID_TYPE: [415, 'Invalid Content-Type header'],
+};
+
+/**
+ * Map any error to its status and body. Known errors carry their own reason; anything else is a
+ * bug and gets a fixed 500 body, so stack traces, SQL and paths never reach a client.
+ */
+function toErrorResponse(error: unknown, request: FastifyRequest): { status: number; body: object } {
+  if (error instanceof ValidationError) return { status: 422, body: { detail: error.detail } };
+  if (error instanceof HttpError) {
+    const body: Record<string, string> = { reason: error.reason };
+    if (error.errorCode !== undefined) body.error_code = error.errorCode;
+    return { status: error.status, body };
+  }
+  const fastifyError = error as Partial<FastifyError> & { validation?: SchemaErrorLike[] };
+  if (Array.isArray(fastifyError.validation)) {
+    const root = fastifyError.validationContext ?? 'body';
+    const input = root === 'body' ? request.body : root === 'params' ? request.params : request.query;
+    return { status: 422, body: { detail: schemaErrorsToIssues(fastifyError.validation, input, root) } };
+  }
+  const known = fastifyError.code !== undefined ? CLIENT_ERROR_CODES[fastifyError.code] : undefined;
+  if (known !== undefined) return { status: known[0], body: { reason: known[1] } };
+  const status = fastifyError.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500 && typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_')) {
+    // Fastify's own client errors (bad URL, bad headers): their messages are fixed text.
+    return { status, body: { reason: fastifyError.message ?? 'Bad request' } };
+  }
+  return { status: 500, body: { reason: 'Internal server error' } };
+}

@@ -1,0 +1,56 @@
+/**
+ * The server's error types. Routes and stores throw these; the one error handler in `app.ts`
+ * turns them into the bodies of SPEC §2.5. Anything else that escapes is a bug and becomes a 500
+ * with no details.
+ */
+
+/** An error that maps to one HTTP status with a `{"reason"}` body (+ `error_code` when named). */
+export class HttpError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  readonly errorCode: string | undefined;
+
+  constructor(status: number, reason: string, errorCode?: string) {
+    super(reason);
+    this.name = 'HttpError';
+    this.status = status;
+    this.reason = reason;
+    this.errorCode = errorCode;
+  }
+}
+
+/** 400: the request is well-formed JSON of the right shape but breaks a rule of the service. */
+export class BadRequestError extends HttpError {
+  constructor(reason: string, errorCode?: string) {
+    super(400, reason, errorCode);
+    this.name = 'BadRequestError';
+  }
+}
+
+/** 404: object, file or route not found. */
+export class NotFoundError extends HttpError {
+  constructor(reason: string) {
+    super(404, reason);
+    this.name = 'NotFoundError';
+  }
+}
+
+/** One entry of a 422 `detail` list, as the hosted service (FastAPI/pydantic) writes it. */
+export interface ValidationIssue {
+  readonly type: string;
+  /** Starts with "body". */
+  readonly loc: ReadonlyArray<string | number>;
+  readonly msg: string;
+  readonly input: unknown;
+}
+
+/** 422: the body does not match the schema. Body: `{"detail": [ValidationIssue, ...]}`. */
+export class ValidationError extends HttpError {
+  readonly detail: readonly ValidationIssue[];
+
+  constructor(detail: readonly ValidationIssue[]) {
+    super(422, detail[0]?.msg ?? 'Validation error');
+    this.name = 'ValidationError';
+    this.detail = detail;
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * `callbridge/server`: the local implementation of the call-tracing service on SQLite
+ * (SPEC §1, §2). `startServer` opens the database, builds the app and listens.
+ */
+import { buildApp } from './app.js';
+import type { ServerUser } from './context.js';
+import { openDatabase } from './store/db.js';
+
+export type { ServerUser } from './context.js';
+
+export interface ServerOptions {
+  /**
+   * TCP port; 0 picks a free one (read it from `url`).
+   * @default 6345
+   */
+  readonly port?: number;
+  /**
+   * Interface to listen on. The default keeps the server off the network.
+   * @default '127.0.0.1'
+   */
+  readonly host?: string;
+  /**
+   * SQLite file, created when absent; `':memory:'` keeps everything in memory.
+   * @default 'callbridge.db'
+   */
+  readonly dbPath?: string;
+  /**
+   * Users allowed in, each with the entities it may use (`['*']` = all).
+   * @default [] (every request but `GET /health` answers 401)
+   */
+  readonly users?: readonly ServerUser[];
+  /**
+   * Put every project in complete mode: v1 call writes answer 400 `CALLS_COMPLETE_MODE_REQUIRED`
+   * and calls must go through `/v2/{entity}/{project}/calls/complete`.
+   * @default false
+   */
+  readonly completeMode?: boolean;
+  /**
+   * Largest request body; larger ones get 413.
+   * @default 33554432 (32 MiB)
+   */
+  readonly maxBodyBytes?: number;
+  /**
+   * Log requests and internal errors (Fastify's pino logger, JSON lines on stdout).
+   * @default false
+   */
+  readonly logger?: boolean;
+}
+
+export interface RunningServer {
+  /** `http://<host>:<port>` with the port actually bound. */
+  readonly url: string;
+  /** Stop accepting, finish in-flight requests, close the database. Idempotent. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_PORT = 6345;
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_DB_PATH = 'callbridge.db';
+export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Start the local server and resolve once it accepts requests.
+ *
+ * @example
+ * const server = await startServer({ port: 0, dbPath: ':memory:', users: [{ username: 'dev', password: 'pw', entities: ['*'] }] });
+ * console.log(server.url); // http://127.0.0.1:54321
+ * await server.close();
+ */
+export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  const port = options.port ?? DEFAULT_PORT;
+  const host = options.host ?? DEFAULT_HOST;
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new TypeError(`Expected \`port\` to be an integer from 0 to 65535, got ${String(port)}`);
+  }
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
+    throw new TypeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${String(maxBodyBytes)}`);
+  }
+  for (const user of options.users ?? []) validateUser(user);
+
+  const db = openDatabase(options.dbPath ?? DEFAULT_DB_PATH);
+  const app = buildApp({
+    db,
+    users: options.users ?? [],
+    completeMode: options.completeMode ?? false,
+    maxBodyBytes,
+    logger: options.logger ?? false,
+  });
+  try {
+    await app.listen({ port, host });
+  } catch (error) {
+    await app.close().catch(() => {});
+    db.close();
+    throw error;
+  }
+  const address = app.server.address();
+  const boundPort = typeof address === 'object' && address !== null ? address.port : port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${urlHost}:${boundPort}`,
+    close() {
+      closing ??= app.close().finally(() => {
+        // After the last request: better-sqlite3 calls are synchronous, so none is mid-flight.
+        if (db.open) db.close();
+      });
+      return closing;
+    },
+  };
+}
+
+function validateUser(user: ServerUser): void {
+  if (typeof user.username !== 'string' || user.username === '' || user.username.includes(':')) {
+    throw new TypeError(`Expected a user's \`username\` to be a non-empty string without ":", got ${JSON.stringify(user.username)}`);
+  }
+  if (typeof user.password !== 'string') {
+    throw new TypeError(`Expected the \`password\` of user ${JSON.stringify(user.username)} to be a string`);
+  }
+  if (!Array.isArray(user.entities) || user.entities.some((e) => typeof e !== 'string' || e === '')) {
+    throw new TypeError(`Expected the \`entities\` of user ${JSON.stringify(user.username)} to be a list of entity names or ['*']`);
+  }
+}

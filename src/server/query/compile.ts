@@ -1,0 +1,348 @@
+/**
+ * Turns a parsed `$expr` (ast.ts) into one SQLite boolean expression with bound parameters.
+ *
+ * Typing follows the hosted service: the side compared with a literal is read in the literal's
+ * type (a number literal compares numerically, a string literal as text, a boolean as a boolean),
+ * so `{"$gt": [{"$getField": "summary.usage.x.total_tokens"}, {"$literal": 100}]}` works although
+ * the value lives in JSON text. Missing values are NULL and every NULL comparison counts as false,
+ * also under `$not` (`$not $eq` matches rows where the field is absent).
+ */
+
+import type { ComparisonOperator, ConvertTarget, LiteralValue, Operand } from './ast.js';
+import type { FieldTable } from './fields.js';
+import { resolveField } from './paths.js';
+import { joinBalanced, param, raw, sql, type Bindable, type SqlFragment } from './sql.js';
+
+/**
+ * What an operand evaluates to. JSON values keep their document and path so each comparison can
+ * pick the reading it needs (json_type, numeric, text) without guessing at compile time.
+ */
+type Value =
+  | { readonly kind: 'json'; readonly doc: SqlFragment; readonly path: SqlFragment }
+  | { readonly kind: 'scalar'; readonly type: 'text' | 'number' | 'bool' | 'datetime'; readonly sql: SqlFragment }
+  | { readonly kind: 'literal'; readonly value: LiteralValue };
+
+const SQL_OPERATORS: Record<ComparisonOperator, string> = {
+  $eq: '=',
+  $gt: '>',
+  $gte: '>=',
+  $lt: '<',
+  $lte: '<=',
+};
+
+/** Shape of the numbers we read out of text (`"42"`, `"-1.5e3"`), the way `toFloat64OrNull` would. */
+const NUMERIC_TEXT = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+
+function jsonType(v: { doc: SqlFragment; path: SqlFragment }): SqlFragment {
+  return sql`json_type(${v.doc}, ${v.path})`;
+}
+
+function jsonExtract(v: { doc: SqlFragment; path: SqlFragment }): SqlFragment {
+  return sql`json_extract(${v.doc}, ${v.path})`;
+}
+
+/**
+ * Text read as a number when it looks like one, else NULL (SQLite's CAST would turn `abc` into 0).
+ * GLOB is a coarse filter (it admits `1-2`, read as 1); it keeps the check inside plain SQL.
+ */
+function numberFromText(text: SqlFragment): SqlFragment {
+  return sql`(CASE WHEN ${text} GLOB '[0-9.+-]*' AND ${text} NOT GLOB '*[^0-9eE.+-]*' AND ${text} GLOB '*[0-9]*' THEN CAST(${text} AS REAL) END)`;
+}
+
+/** A timestamp column read as Unix seconds (with milliseconds); NULL when it is not a timestamp. */
+function epochSeconds(timestamp: SqlFragment): SqlFragment {
+  return sql`unixepoch(${timestamp}, 'subsec')`;
+}
+
+/** Date, or date and time with optional fraction and zone; a time without a zone is UTC (SPEC §2). */
+const TIMESTAMP_TEXT = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/** Unix seconds of an ISO 8601 timestamp literal, or null when the text is not one. */
+function timestampSeconds(text: string): number | null {
+  const match = TIMESTAMP_TEXT.exec(text);
+  if (match === null) return null;
+  const [, date, time, zone] = match;
+  const millis = Date.parse(time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${zone ?? 'Z'}`);
+  return Number.isNaN(millis) ? null : millis / 1000;
+}
+
+/** The value as Unix seconds, for comparisons with a timestamp column. */
+function asEpoch(v: Value): SqlFragment {
+  if (v.kind === 'literal') {
+    const value = v.value;
+    return param(typeof value === 'string' ? timestampSeconds(value) : literalNumber(value));
+  }
+  return asNumber(v);
+}
+
+function literalNumber(value: LiteralValue): Bindable {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (typeof value === 'string' && NUMERIC_TEXT.test(value)) return Number(value);
+  return null;
+}
+
+function literalText(value: LiteralValue): Bindable {
+  if (value === null) return null;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return JSON.stringify(value);
+}
+
+function literalBool(value: LiteralValue): Bindable {
+  if (value === null) return null;
+  if (typeof value === 'boolean') return value ? 1 : 0;
+  if (typeof value === 'number') return value !== 0 ? 1 : 0;
+  if (typeof value === 'string') {
+    const lowered = value.toLowerCase();
+    if (lowered === 'true') return 1;
+    if (lowered === 'false') return 0;
+    return NUMERIC_TEXT.test(value) ? (Number(value) !== 0 ? 1 : 0) : null;
+  }
+  return null;
+}
+
+/** The value as a number (NULL when it is not one). */
+function asNumber(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return param(literalNumber(v.value));
+    case 'scalar':
+      if (v.type === 'datetime') return epochSeconds(v.sql);
+      return v.type === 'text' ? numberFromText(v.sql) : v.sql;
+    case 'json':
+      // Simple CASE: json_type is evaluated once per row.
+      return sql`(CASE ${jsonType(v)} WHEN 'integer' THEN ${jsonExtract(v)} WHEN 'real' THEN ${jsonExtract(v)} WHEN 'text' THEN ${numberFromText(jsonExtract(v))} END)`;
+  }
+}
+
+/** The value as text: strings as they are, other JSON values as their JSON text, null as NULL. */
+function asText(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return param(literalText(v.value));
+    case 'scalar':
+      if (v.type === 'text' || v.type === 'datetime') return v.sql;
+      if (v.type === 'bool') return sql`(CASE ${v.sql} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END)`;
+      return sql`CAST(${v.sql} AS TEXT)`;
+    case 'json':
+      return sql`(CASE ${jsonType(v)} WHEN 'text' THEN ${jsonExtract(v)} WHEN 'null' THEN NULL ELSE (${v.doc} -> ${v.path}) END)`;
+  }
+}
+
+/**
+ * The value as 1/0: JSON true/false, numbers (non-zero is true), and the texts `true`/`false`
+ * or numeric text; anything else NULL. Lenient like the hosted service's bool cast.
+ */
+function asBool(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return param(literalBool(v.value));
+    case 'scalar':
+      if (v.type === 'bool') return v.sql;
+      if (v.type === 'number') return sql`(${v.sql} <> 0)`;
+      return boolFromText(v.sql);
+    case 'json':
+      return sql`(CASE ${jsonType(v)} WHEN 'true' THEN 1 WHEN 'false' THEN 0 WHEN 'integer' THEN ${jsonExtract(v)} <> 0 WHEN 'real' THEN ${jsonExtract(v)} <> 0 WHEN 'text' THEN ${boolFromText(jsonExtract(v))} END)`;
+  }
+}
+
+function boolFromText(text: SqlFragment): SqlFragment {
+  return sql`(CASE lower(${text}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE ${numberFromText(text)} <> 0 END)`;
+}
+
+/** The value as minified JSON text, for comparing with list/object literals. */
+function asJsonText(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return sql`json(${param(JSON.stringify(v.value))})`;
+    case 'scalar':
+      return v.type === 'bool' ? asText(v) : sql`json_quote(${v.sql})`;
+    case 'json':
+      return sql`(${v.doc} -> ${v.path})`;
+  }
+}
+
+/** The value as SQLite reads it, for comparing two fields whose types are both unknown. */
+function asNative(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return param(literalText(v.value));
+    case 'scalar':
+      return v.sql;
+    case 'json':
+      return jsonExtract(v);
+  }
+}
+
+/** True when the value is present: for JSON, the path exists (even holding null), like JSON_EXISTS. */
+function exists(v: Value): SqlFragment {
+  switch (v.kind) {
+    case 'literal':
+      return raw(v.value === null ? '0' : '1');
+    case 'scalar':
+      return sql`(${v.sql} IS NOT NULL)`;
+    case 'json':
+      return sql`(${jsonType(v)} IS NOT NULL)`;
+  }
+}
+
+type Reading = (v: Value) => SqlFragment;
+
+/**
+ * Which reading two values are compared in: a timestamp column against a number or timestamp
+ * literal compares instants; otherwise the literal's type, else the typed side's, else native.
+ */
+function readingFor(a: Value, b: Value): Reading {
+  const isTimestamp = (v: Value) => v.kind === 'scalar' && v.type === 'datetime';
+  const isInstant = (v: Value) =>
+    v.kind === 'literal' && (typeof v.value === 'number' || (typeof v.value === 'string' && timestampSeconds(v.value) !== null));
+  if ((isTimestamp(a) && isInstant(b)) || (isTimestamp(b) && isInstant(a))) return asEpoch;
+  for (const side of [a, b]) {
+    if (side.kind !== 'literal') continue;
+    const value = side.value;
+    if (typeof value === 'number') return asNumber;
+    if (typeof value === 'string') return asText;
+    if (typeof value === 'boolean') return asBool;
+    if (value !== null) return asJsonText;
+  }
+  for (const side of [a, b]) {
+    if (side.kind !== 'scalar') continue;
+    if (side.type === 'text' || side.type === 'datetime') return asText;
+    return side.type === 'bool' ? asBool : asNumber;
+  }
+  return asNative;
+}
+
+function isNullLiteral(v: Value): boolean {
+  return v.kind === 'literal' && v.value === null;
+}
+
+function compare(operator: ComparisonOperator, left: Value, right: Value): SqlFragment {
+  if (operator === '$eq' && (isNullLiteral(left) || isNullLiteral(right))) {
+    const other = isNullLiteral(left) ? right : left;
+    // Missing and JSON null are both "null" here (json_extract gives SQL NULL for either).
+    return other.kind === 'literal' ? raw(other.value === null ? '1' : '0') : sql`(${asNative(other)} IS NULL)`;
+  }
+  const read = readingFor(left, right);
+  return sql`(${read(left)} ${raw(SQL_OPERATORS[operator])} ${read(right)})`;
+}
+
+/** Literal `$in` items of one kind travel as one JSON array parameter, however many there are. */
+function inList(needle: SqlFragment, values: readonly unknown[]): SqlFragment {
+  return sql`(${needle} IN (SELECT value FROM json_each(${param(JSON.stringify(values))})))`;
+}
+
+function membership(needle: Value, haystack: readonly Value[]): SqlFragment {
+  const numbers: number[] = [];
+  const texts: string[] = [];
+  const bools: number[] = [];
+  const jsonTexts: string[] = [];
+  let hasNull = false;
+  const others: SqlFragment[] = [];
+  for (const item of haystack) {
+    if (item.kind !== 'literal') {
+      others.push(compare('$eq', needle, item));
+      continue;
+    }
+    const value = item.value;
+    if (value === null) hasNull = true;
+    else if (typeof value === 'number') numbers.push(value);
+    else if (typeof value === 'string') texts.push(value);
+    else if (typeof value === 'boolean') bools.push(value ? 1 : 0);
+    else jsonTexts.push(JSON.stringify(value));
+  }
+  const parts: SqlFragment[] = [];
+  if (numbers.length > 0) parts.push(inList(asNumber(needle), numbers));
+  if (texts.length > 0) parts.push(inList(asText(needle), texts));
+  if (bools.length > 0) parts.push(inList(asBool(needle), bools));
+  if (jsonTexts.length > 0) parts.push(inList(asJsonText(needle), jsonTexts));
+  if (hasNull) parts.push(compare('$eq', needle, { kind: 'literal', value: null }));
+  parts.push(...others);
+  return joinBalanced(parts, 'OR');
+}
+
+function convert(v: Value, to: ConvertTarget): Value {
+  switch (to) {
+    case 'double':
+      return { kind: 'scalar', type: 'number', sql: asNumber(v) };
+    case 'int':
+      return { kind: 'scalar', type: 'number', sql: sql`CAST(${asNumber(v)} AS INTEGER)` };
+    case 'string':
+      return { kind: 'scalar', type: 'text', sql: asText(v) };
+    case 'bool':
+      return { kind: 'scalar', type: 'bool', sql: asBool(v) };
+    case 'exists':
+      return { kind: 'scalar', type: 'bool', sql: exists(v) };
+  }
+}
+
+/** Compiles operands against one field table. */
+class Compiler {
+  constructor(private readonly fields: FieldTable) {}
+
+  /** An operand used as a filter: a boolean SQL expression (NULL counts as false). */
+  condition(node: Operand): SqlFragment {
+    switch (node.kind) {
+      case 'and':
+      case 'or':
+        return joinBalanced(
+          node.items.map((item) => this.condition(item)),
+          node.kind === 'and' ? 'AND' : 'OR',
+        );
+      case 'not':
+        // IS NOT TRUE, not NOT: a NULL (unknown) inside becomes false before it is negated.
+        return sql`(${this.condition(node.item)} IS NOT TRUE)`;
+      case 'compare':
+        return compare(node.operator, this.value(node.left), this.value(node.right));
+      case 'in':
+        return membership(
+          this.value(node.needle),
+          node.haystack.map((item) => this.value(item)),
+        );
+      case 'contains': {
+        const input = asText(this.value(node.input));
+        const substr = asText(this.value(node.substr));
+        // instr, not LIKE: `%` and `_` in the substring are plain characters with no escaping.
+        return node.caseInsensitive
+          ? sql`(instr(lower(${input}), lower(${substr})) > 0)`
+          : sql`(instr(${input}, ${substr}) > 0)`;
+      }
+      default:
+        return asBool(this.value(node));
+    }
+  }
+
+  value(node: Operand): Value {
+    switch (node.kind) {
+      case 'literal':
+        return { kind: 'literal', value: node.value };
+      case 'field': {
+        const field = resolveField(node.path, this.fields);
+        return field.kind === 'json'
+          ? { kind: 'json', doc: field.doc, path: field.path }
+          : { kind: 'scalar', type: field.type, sql: field.value };
+      }
+      case 'convert':
+        return convert(this.value(node.input), node.to);
+      default:
+        // An operation used as a value is a 0/1 (never NULL, so `$eq [op, false]` holds when op fails).
+        return { kind: 'scalar', type: 'bool', sql: sql`(${this.condition(node)} IS TRUE)` };
+    }
+  }
+}
+
+/** SQL boolean expression for a parsed query. Throws BadRequestError for unknown fields. */
+export function compileCondition(node: Operand, fields: FieldTable): SqlFragment {
+  return new Compiler(fields).condition(node);
+}
+
+/** SQL expression for one field's value, as SQLite reads it (JSON numbers as numbers, etc.). */
+export function compileFieldValue(path: string, fields: FieldTable): SqlFragment {
+  return asNative(new Compiler(fields).value({ kind: 'field', path }));
+}
+
+/** SQL expression for one field's value as JSON text (strings quoted, objects as objects). */
+export function compileFieldJson(path: string, fields: FieldTable): SqlFragment {
+  return asJsonText(new Compiler(fields).value({ kind: 'field', path }));
+}

@@ -1,0 +1,187 @@
+/**
+ * Call routes (SPEC §2.1, §2.6): thin handlers that authorize, check what the schema cannot
+ * (mode/req agreement, complete mode, path vs body project), and hand rows to the calls store.
+ * Also the two service routes `GET /health` (no credentials) and `GET /server_info`.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import packageJson from '../../../package.json' with { type: 'json' };
+import type { RouteModule, ServerContext } from '../context.js';
+import { BadRequestError } from '../errors.js';
+import { quote } from '../quote.js';
+import { createCallsStore, type CallPart } from '../store/calls.js';
+import { toCompleteRows, toEndRow, toStartRow } from '../store/calls-rows.js';
+import {
+  CallEndReqSchema,
+  CallReadReqSchema,
+  CallsCompleteReqSchema,
+  CallsDeleteReqSchema,
+  CallsQueryReqSchema,
+  CallStartReqSchema,
+  CallUpdateReqSchema,
+  CallUpsertBatchReqSchema,
+  isCallId,
+  MAX_DISPLAY_NAME_CHARS,
+  type CallEndReq,
+  type CallReadReq,
+  type CallsCompleteReq,
+  type CallsDeleteReq,
+  type CallsQueryReq,
+  type CallStartReq,
+  type CallStartRes,
+  type CallUpdateReq,
+  type UpsertItemInput,
+} from '../../wire/calls.js';
+
+/** The error code the hosted service gives v1 writes to a project in complete mode. */
+export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+export const callsRoutes: RouteModule = (app, ctx) => {
+  const store = createCallsStore(ctx.db);
+
+  app.get('/health', { config: { public: true } }, async () => ({ status: 'ok' }));
+
+  app.get('/server_info', async () => ({ trace_server_version: packageJson.version }));
+
+  app.post('/call/start', { schema: { body: CallStartReqSchema } }, async (request) => {
+    const { start } = request.body as CallStartReq;
+    const username = ctx.authorizeProject(request, start.project_id);
+    rejectInCompleteMode(ctx);
+    const row = toStartRow(start, username, ['body', 'start']);
+    store.writeParts([{ kind: 'start', row }]);
+    return { id: row[1], trace_id: row[4] } satisfies CallStartRes;
+  });
+
+  app.post('/call/end', { schema: { body: CallEndReqSchema } }, async (request) => {
+    const { end } = request.body as CallEndReq;
+    const username = ctx.authorizeProject(request, end.project_id);
+    rejectInCompleteMode(ctx);
+    store.writeParts([{ kind: 'end', row: toEndRow(end, username, ['body', 'end']) }]);
+    return {};
+  });
+
+  app.post('/call/upsert_batch', { schema: { body: CallUpsertBatchReqSchema } }, async (request) => {
+    const { batch } = request.body as { batch: UpsertItemInput[] };
+    const authorize = authorizerFor(ctx, request);
+    const parts: CallPart[] = [];
+    const res: Array<CallStartRes | Record<string, never>> = [];
+    batch.forEach((item, index) => {
+      const part = toPart(item, index, authorize);
+      parts.push(part);
+      res.push(part.kind === 'start' ? { id: part.row[1], trace_id: part.row[4] } : {});
+    });
+    if (batch.length > 0) rejectInCompleteMode(ctx);
+    store.writeParts(parts);
+    return { res };
+  });
+
+  app.post('/v2/:entity/:project/calls/complete', { schema: { body: CallsCompleteReqSchema } }, async (request) => {
+    const { entity, project } = request.params as { entity: string; project: string };
+    const projectId = `${entity}/${project}`;
+    const username = ctx.authorizeProject(request, projectId);
+    const parts: CallPart[] = [];
+    (request.body as CallsCompleteReq).batch.forEach((call, index) => {
+      if (call.project_id !== projectId) {
+        throw new BadRequestError(
+          `batch[${index}].project_id ${quote(call.project_id)} does not match the project in the path ${quote(projectId)}`,
+        );
+      }
+      const [start, end] = toCompleteRows(call, username, ['body', 'batch', index]);
+      parts.push({ kind: 'start', row: start }, { kind: 'end', row: end });
+    });
+    store.writeParts(parts);
+    return {};
+  });
+
+  app.post('/call/read', { schema: { body: CallReadReqSchema } }, async (request, reply) => {
+    const body = request.body as CallReadReq;
+    ctx.authorizeProject(request, body.project_id);
+    if (!isCallId(body.id)) throw new BadRequestError(`Invalid call id ${quote(body.id)}`);
+    const call = store.readJson(body.project_id, body.id, {
+      includeCosts: body.include_costs === true,
+      includeStorageSize: body.include_storage_size === true,
+      includeTotalStorageSize: body.include_total_storage_size === true,
+    });
+    // The call is JSON text already (stored JSON spliced in): send it without a second pass.
+    return sendJsonText(reply, `{"call":${call ?? 'null'}}`);
+  });
+
+  app.post('/calls/stream_query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
+    const body = request.body as CallsQueryReq;
+    ctx.authorizeProject(request, body.project_id);
+    const lines = store.queryJson({
+      projectId: body.project_id,
+      filter: body.filter ?? null,
+      query: body.query ?? null,
+      sortBy: body.sort_by ?? null,
+      limit: body.limit ?? null,
+      offset: body.offset ?? null,
+      columns: body.columns ?? null,
+      includeCosts: body.include_costs === true,
+      includeStorageSize: body.include_storage_size === true,
+      includeTotalStorageSize: body.include_total_storage_size === true,
+    });
+    const text = lines.length === 0 ? '' : `${lines.join('\n')}\n`;
+    return reply.type('application/jsonl; charset=utf-8').send(text);
+  });
+
+  app.post('/calls/delete', { schema: { body: CallsDeleteReqSchema } }, async (request) => {
+    const body = request.body as CallsDeleteReq;
+    ctx.authorizeProject(request, body.project_id);
+    return { num_deleted: store.deleteCalls(body.project_id, body.call_ids) };
+  });
+
+  app.post('/call/update', { schema: { body: CallUpdateReqSchema } }, async (request) => {
+    const body = request.body as CallUpdateReq;
+    ctx.authorizeProject(request, body.project_id);
+    if (!isCallId(body.call_id)) throw new BadRequestError(`Invalid call_id ${quote(body.call_id)}`);
+    if (body.display_name.length > MAX_DISPLAY_NAME_CHARS && [...body.display_name].length > MAX_DISPLAY_NAME_CHARS) {
+      throw new BadRequestError(`display_name is longer than ${MAX_DISPLAY_NAME_CHARS} characters`);
+    }
+    store.updateDisplayName(body.project_id, body.call_id, body.display_name);
+    return {};
+  });
+};
+
+/** One batch item as a checked part. A mode other than start/end, or one that disagrees with its req, is a 400. */
+function toPart(item: UpsertItemInput, index: number, authorize: (projectId: string) => string): CallPart {
+  const { start, end } = item.req;
+  const loc = ['body', 'batch', index, 'req'];
+  if (item.mode === 'start' && start !== undefined && end === undefined) {
+    return { kind: 'start', row: toStartRow(start, authorize(start.project_id), [...loc, 'start']) };
+  }
+  if (item.mode === 'end' && end !== undefined && start === undefined) {
+    return { kind: 'end', row: toEndRow(end, authorize(end.project_id), [...loc, 'end']) };
+  }
+  if (item.mode !== 'start' && item.mode !== 'end') {
+    throw new BadRequestError(`batch[${index}].mode ${quote(item.mode)} is not "start" or "end"`);
+  }
+  throw new BadRequestError(`batch[${index}]: mode "${item.mode}" needs req.${item.mode} and nothing else`);
+}
+
+/** Authorization per distinct project of a batch (a batch usually names one project a thousand times). */
+function authorizerFor(ctx: ServerContext, request: FastifyRequest): (projectId: string) => string {
+  const granted = new Map<string, string>();
+  return (projectId) => {
+    let username = granted.get(projectId);
+    if (username === undefined) {
+      username = ctx.authorizeProject(request, projectId);
+      granted.set(projectId, username);
+    }
+    return username;
+  };
+}
+
+function rejectInCompleteMode(ctx: ServerContext): void {
+  if (ctx.completeMode) {
+    throw new BadRequestError(
+      'This project is in complete mode: write calls with POST /v2/{entity}/{project}/calls/complete',
+      COMPLETE_MODE_REQUIRED,
+    );
+  }
+}
+
+function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type(JSON_TYPE).send(text);
+}

@@ -1,0 +1,141 @@
+/**
+ * `/file/create` (multipart/form-data: field `project_id`, file part `file`) and `/file/content`
+ * (SPEC §2.6).
+ *
+ * The multipart parser is registered in a child scope holding only `/file/create`, so no other
+ * route accepts multipart bodies. Its limits follow the server's body limit: a multipart stream is
+ * read by the parser itself, so Fastify's `bodyLimit` does not bound it.
+ */
+import multipart, { type Multipart } from '@fastify/multipart';
+import type { FastifyRequest } from 'fastify';
+import type { RouteModule, ServerContext } from '../context.js';
+import { BadRequestError, HttpError, ValidationError } from '../errors.js';
+import { quote } from '../quote.js';
+import { createFileStore } from '../store/files.js';
+import {
+  FILE_CREATE_FILE_FIELD,
+  FILE_CREATE_PROJECT_FIELD,
+  FileContentReqSchema,
+  type FileContentReq,
+  type FileCreateRes,
+} from '../../wire/files.js';
+
+/** Longest `project_id` form field; project ids are short, anything longer is refused. */
+const MAX_FIELD_BYTES = 4096;
+/** One `project_id` field and one `file` part, with room for a few fields clients add. */
+const MAX_FIELDS = 8;
+const MAX_PARTS = MAX_FIELDS + 1;
+
+/** The parser's limit errors, by code, with what we answer. */
+const MULTIPART_LIMIT_ERRORS: Readonly<Record<string, () => HttpError>> = {
+  FST_REQ_FILE_TOO_LARGE: () => new HttpError(413, 'Request too large'),
+  FST_FILES_LIMIT: () => new BadRequestError(`Send exactly one file part, named "${FILE_CREATE_FILE_FIELD}"`),
+  FST_PARTS_LIMIT: () => new BadRequestError(`Too many parts: send a "${FILE_CREATE_PROJECT_FIELD}" field and one file part`),
+  FST_FIELDS_LIMIT: () => new BadRequestError(`Too many fields: send a "${FILE_CREATE_PROJECT_FIELD}" field and one file part`),
+  FST_PROTO_VIOLATION: () => new BadRequestError('Prototype property names are not allowed as multipart field names'),
+};
+
+export const filesRoutes: RouteModule = (app, ctx) => {
+  const files = createFileStore(ctx.db);
+  const maxFileBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
+
+  app.register(async (scope) => {
+    await scope.register(multipart, {
+      limits: {
+        fileSize: maxFileBytes,
+        files: 1,
+        fields: MAX_FIELDS,
+        parts: MAX_PARTS,
+        fieldSize: MAX_FIELD_BYTES,
+        fieldNameSize: 100,
+        headerPairs: 100,
+      },
+      throwFileSizeLimit: true,
+    });
+
+    scope.post('/file/create', async (request): Promise<FileCreateRes> => {
+      if (!request.isMultipart()) {
+        throw new HttpError(
+          415,
+          `Unsupported content type: send multipart/form-data with "${FILE_CREATE_PROJECT_FIELD}" and "${FILE_CREATE_FILE_FIELD}"`,
+        );
+      }
+      const upload = await readUpload(request, ctx);
+      return { digest: files.create(upload.projectId, upload.content, upload.wbUserId) };
+    });
+  });
+
+  app.post<{ Body: FileContentReq }>(
+    '/file/content',
+    { schema: { body: FileContentReqSchema } },
+    async (request, reply) => {
+      ctx.authorizeProject(request, request.body.project_id);
+      const content = files.content(request.body.project_id, request.body.digest);
+      return reply.type('application/octet-stream').send(content);
+    },
+  );
+};
+
+interface Upload {
+  readonly projectId: string;
+  readonly wbUserId: string;
+  readonly content: Buffer;
+}
+
+/**
+ * Read the parts of `/file/create`. The project is authorized as soon as its field arrives, so a
+ * client that sends `project_id` first is refused before its file is read.
+ */
+async function readUpload(request: FastifyRequest, ctx: ServerContext): Promise<Upload> {
+  let projectId: string | undefined;
+  let wbUserId: string | undefined;
+  let content: Buffer | undefined;
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'field') {
+        if (part.fieldname !== FILE_CREATE_PROJECT_FIELD) continue;
+        projectId = fieldText(part);
+        wbUserId = ctx.authorizeProject(request, projectId);
+      } else if (part.fieldname === FILE_CREATE_FILE_FIELD) {
+        content = await part.toBuffer();
+      } else {
+        part.file.resume();
+        throw new BadRequestError(`Unexpected file part ${quote(part.fieldname)}: send the file as "${FILE_CREATE_FILE_FIELD}"`);
+      }
+    }
+  } catch (error) {
+    throw asClientError(error);
+  }
+  const missing = [
+    ...(projectId === undefined ? [FILE_CREATE_PROJECT_FIELD] : []),
+    ...(content === undefined ? [FILE_CREATE_FILE_FIELD] : []),
+  ];
+  if (projectId === undefined || wbUserId === undefined || content === undefined) {
+    // FastAPI answers a missing form field with 422 and its `loc`; so does the hosted service.
+    throw new ValidationError(
+      missing.map((field) => ({ type: 'missing', loc: ['body', field], msg: 'Field required', input: null })),
+    );
+  }
+  return { projectId, wbUserId, content };
+}
+
+function fieldText(part: Multipart & { type: 'field' }): string {
+  if (part.valueTruncated) {
+    throw new BadRequestError(`Field "${FILE_CREATE_PROJECT_FIELD}" is longer than ${MAX_FIELD_BYTES} bytes`);
+  }
+  if (typeof part.value !== 'string') throw new BadRequestError(`Field "${FILE_CREATE_PROJECT_FIELD}" must be text`);
+  return part.value;
+}
+
+/**
+ * Errors while reading parts are the client's: our own HTTP errors pass through, the parser's
+ * limit errors get our answers, and anything else the parser throws (a missing boundary, a
+ * truncated body, bad part headers) is a malformed body.
+ */
+function asClientError(error: unknown): unknown {
+  if (error instanceof HttpError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const known = typeof code === 'string' && Object.hasOwn(MULTIPART_LIMIT_ERRORS, code) ? MULTIPART_LIMIT_ERRORS[code] : undefined;
+  if (known !== undefined) return known();
+  return new BadRequestError('Malformed multipart/form-data body');
+}

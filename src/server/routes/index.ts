@@ -1,0 +1,8 @@
+/** Every route module of the server, registered in this order by `app.ts`. */
+import type { RouteModule } from '../context.js';
+import { callsRoutes } from './calls.js';
+import { feedbackRoutes } from './feedback.js';
+import { filesRoutes } from './files.js';
+import { objectsRoutes } from './objects.js';
+
+export const ROUTE_MODULES: readonly RouteModule[] = [callsRoutes, objectsRoutes, feedbackRoutes, filesRoutes];

@@ -1,0 +1,52 @@
+/**
+ * The SQL of a call's fields, shared by the store's reads and the query compiler's field table,
+ * so the derived values a query filters on are exactly the ones a read returns.
+ */
+import type { FieldTable } from '../query/fields.js';
+
+/** `summary.weave.status` (SPEC §2.1): error, else running, else descendant_error, else success. */
+export const STATUS_SQL = `(CASE
+  WHEN c.exception IS NOT NULL THEN 'error'
+  WHEN c.ended_at IS NULL THEN 'running'
+  WHEN coalesce(json_extract(c.summary, '$.status_counts.error'), 0) > 0 THEN 'descendant_error'
+  ELSE 'success' END)`;
+
+/** `summary.weave.latency_ms`: whole milliseconds between start and end (integer division). */
+export const LATENCY_SQL = '((c.ended_us - c.started_us) / 1000)';
+
+/** `summary.weave.trace_name`: the display name, else the op name. */
+export const TRACE_NAME_SQL = 'coalesce(c.display_name, c.op_name)';
+
+/** Stored bytes of one call's JSON (attributes + inputs + output + summary). */
+export const STORAGE_SIZE_SQL = '(c.start_bytes + c.end_bytes)';
+
+/** Rows that are calls: their start part has arrived and they are not deleted. */
+export const VISIBLE_SQL = 'c.has_start = 1 AND c.deleted_at IS NULL';
+
+/** Every field a calls query (`$expr`, `sort_by`) may name. */
+export const CALL_FIELDS: FieldTable = {
+  id: { sql: 'c.id', type: 'text' },
+  project_id: { sql: 'c.project_id', type: 'text' },
+  op_name: { sql: 'c.op_name', type: 'text' },
+  display_name: { sql: 'c.display_name', type: 'text' },
+  trace_id: { sql: 'c.trace_id', type: 'text' },
+  parent_id: { sql: 'c.parent_id', type: 'text' },
+  thread_id: { sql: 'c.thread_id', type: 'text' },
+  turn_id: { sql: 'c.turn_id', type: 'text' },
+  started_at: { sql: 'c.started_at', type: 'text' },
+  ended_at: { sql: 'c.ended_at', type: 'text' },
+  exception: { sql: 'c.exception', type: 'text' },
+  wb_user_id: { sql: 'c.wb_user_id', type: 'text' },
+  wb_run_id: { sql: 'c.wb_run_id', type: 'text' },
+  wb_run_step: { sql: 'c.wb_run_step', type: 'number' },
+  wb_run_step_end: { sql: 'c.wb_run_step_end', type: 'number' },
+  attributes: { sql: 'c.attributes', type: 'json' },
+  inputs: { sql: 'c.inputs', type: 'json' },
+  output: { sql: 'c.output', type: 'json' },
+  summary: { sql: 'c.summary', type: 'json' },
+  otel_dump: { sql: 'c.otel_dump', type: 'json' },
+  storage_size_bytes: { sql: STORAGE_SIZE_SQL, type: 'number' },
+  'summary.weave.status': { sql: STATUS_SQL, type: 'text' },
+  'summary.weave.latency_ms': { sql: LATENCY_SQL, type: 'number' },
+  'summary.weave.trace_name': { sql: TRACE_NAME_SQL, type: 'text' },
+};

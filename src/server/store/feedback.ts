@@ -1,0 +1,295 @@
+/**
+ * Feedback records on SQLite (SPEC §2.3): create with the service's checks, query with
+ * `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. Every request is one transaction or
+ * one statement.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import type Database from 'better-sqlite3';
+import { BadRequestError } from '../errors.js';
+import type { FieldTable } from '../query/fields.js';
+import { compileFieldJsonRef, compileFieldRef, compileQuery } from '../query/index.js';
+import { quote } from '../quote.js';
+import {
+  FEEDBACK_RECORD_FIELDS,
+  type Feedback,
+  type FeedbackCreateReq,
+  type FeedbackCreateRes,
+  type FeedbackQueryReq,
+  type Query,
+} from '../../wire/feedback.js';
+import { uuidv7 } from '../ids.js';
+import { nowInstant } from '../timestamps.js';
+import { StatementCache, assertJsonDepth, sqlCount, utf8Length } from './content-common.js';
+
+/** Largest payload, as UTF-8 bytes of its JSON (the hosted service's limit). */
+export const MAX_PAYLOAD_BYTES = 1 << 20;
+/** Longest client-chosen feedback id. */
+export const MAX_FEEDBACK_ID_LENGTH = 128;
+/** The reaction feedback type, whose payload is `{"emoji": <one emoji>}`. */
+export const REACTION_FEEDBACK_TYPE = 'wandb.reaction.1';
+
+/** What `$expr`, `sort_by` and `fields` may name. Column names only: never user text. */
+export const FEEDBACK_FIELDS: FieldTable = {
+  id: { sql: 'id', type: 'text' },
+  project_id: { sql: 'project_id', type: 'text' },
+  weave_ref: { sql: 'weave_ref', type: 'text' },
+  feedback_type: { sql: 'feedback_type', type: 'text' },
+  payload: { sql: 'payload', type: 'json' },
+  creator: { sql: 'creator', type: 'text' },
+  created_at: { sql: 'created_at', type: 'text' },
+  wb_user_id: { sql: 'wb_user_id', type: 'text' },
+  annotation_ref: { sql: 'annotation_ref', type: 'text' },
+  runnable_ref: { sql: 'runnable_ref', type: 'text' },
+  call_ref: { sql: 'call_ref', type: 'text' },
+  trigger_ref: { sql: 'trigger_ref', type: 'text' },
+};
+
+export interface FeedbackStore {
+  /** Store one record for user `wbUserId`; re-sending the same id with the same content is a no-op. */
+  create(request: FeedbackCreateReq, wbUserId: string): FeedbackCreateRes;
+  /** Records of a project: whole, or one object per record keyed by each `fields` entry. */
+  query(request: FeedbackQueryReq): Array<Record<string, unknown>>;
+  /** Delete the records whose ids `query` names; answers how many went. */
+  purge(projectId: string, query: Query): number;
+}
+
+/** A record as read from SQL: `payload` as JSON text. */
+type FeedbackRow = Omit<Feedback, 'payload'> & { payload: string };
+
+/** Every record field, with the stored JSONB payload turned back into JSON text. */
+const RECORD_COLUMNS = FEEDBACK_RECORD_FIELDS.map((field) => (field === 'payload' ? 'json(payload) AS payload' : field)).join(', ');
+
+const REF_FIELDS = ['annotation_ref', 'runnable_ref', 'call_ref', 'trigger_ref'] as const;
+
+/**
+ * Build the feedback store on an open database whose migrations are applied.
+ *
+ * @example
+ * const feedback = createFeedbackStore(db);
+ * feedback.create({ project_id: 'acme/demo', weave_ref: 'weave:///acme/demo/call/0123456789abcdef',
+ *   feedback_type: 'note', payload: { note: 'good' } }, 'dev');
+ */
+export function createFeedbackStore(db: Database.Database): FeedbackStore {
+  const findById = db.prepare<[string, string], FeedbackRow>(`SELECT ${RECORD_COLUMNS} FROM feedback WHERE project_id = ? AND id = ?`);
+  const insert = db.prepare(
+    `INSERT INTO feedback (id, project_id, weave_ref, feedback_type, payload, creator, created_at, wb_user_id,
+       annotation_ref, runnable_ref, call_ref, trigger_ref)
+     VALUES (@id, @project_id, @weave_ref, @feedback_type, jsonb(@payload), @creator, @created_at, @wb_user_id,
+       @annotation_ref, @runnable_ref, @call_ref, @trigger_ref)`,
+  );
+  const deleteByIds = db.prepare<[string, string]>(
+    'DELETE FROM feedback WHERE project_id = ? AND id IN (SELECT value FROM json_each(?))',
+  );
+  const queries = new StatementCache(db);
+
+  const insertOnce = db.transaction((row: FeedbackRow): FeedbackRow => {
+    const existing = findById.get(row.project_id, row.id);
+    if (existing === undefined) {
+      insert.run(row);
+      return row;
+    }
+    // A retried create (same id, same content) answers the stored record, so clients may retry
+    // after a lost response; the same id for other content is a conflict.
+    if (sameContent(existing, row)) return existing;
+    throw new BadRequestError(`Feedback id ${quote(row.id)} already exists with other content`);
+  });
+
+  return {
+    create(request, wbUserId) {
+      const row = validatedRow(request, wbUserId);
+      const stored = insertOnce(row);
+      return {
+        id: stored.id,
+        created_at: stored.created_at,
+        wb_user_id: stored.wb_user_id,
+        payload: JSON.parse(stored.payload) as Record<string, unknown>,
+      };
+    },
+
+    query(request) {
+      const params: unknown[] = [];
+      // `fields` entries are read in SQL as JSON text (a number stays a number, an object an
+      // object); unknown entries are a 400 from the field resolver, before anything runs.
+      const fields = request.fields ?? null;
+      let columns = RECORD_COLUMNS;
+      if (fields !== null) {
+        const selected = fields.map((field, index) => {
+          const ref = compileFieldJsonRef(field, FEEDBACK_FIELDS);
+          params.push(...ref.params);
+          return `${ref.sql} AS f${index}`;
+        });
+        columns = selected.length > 0 ? selected.join(', ') : 'NULL AS none';
+      }
+      const where = ['project_id = ?'];
+      params.push(request.project_id);
+      if (request.query !== undefined && request.query !== null) {
+        const compiled = compileQuery(request.query, FEEDBACK_FIELDS, ['body', 'query']);
+        where.push(`(${compiled.sql})`);
+        params.push(...compiled.params);
+      }
+      const order: string[] = [];
+      for (const sort of request.sort_by ?? []) {
+        const ref = compileFieldRef(sort.field, FEEDBACK_FIELDS);
+        order.push(`${ref.sql} ${sort.direction === 'desc' ? 'DESC' : 'ASC'}`);
+        params.push(...ref.params);
+      }
+      // Insertion order: the default, and the tie-breaker after any sort keys.
+      order.push('rowid ASC');
+      params.push(sqlCount(request.limit, -1), sqlCount(request.offset, 0));
+      const sql = `SELECT ${columns} FROM feedback WHERE ${where.join(' AND ')} ORDER BY ${order.join(', ')} LIMIT ? OFFSET ?`;
+      const rows = queries.get(sql).all(...params) as Array<Record<string, unknown>>;
+      if (fields === null) return rows.map((row) => toRecord(row as FeedbackRow));
+      return rows.map((row) => {
+        const result: Record<string, unknown> = {};
+        fields.forEach((field, index) => {
+          const json = row[`f${index}`];
+          result[field] = typeof json === 'string' ? (JSON.parse(json) as unknown) : null;
+        });
+        return result;
+      });
+    },
+
+    purge(projectId, query) {
+      const ids = purgeIds(query);
+      return deleteByIds.run(projectId, JSON.stringify(ids)).changes;
+    },
+  };
+}
+
+function validatedRow(request: FeedbackCreateReq, wbUserId: string): FeedbackRow {
+  const projectId = request.project_id;
+  checkRef('weave_ref', request.weave_ref, projectId);
+  for (const field of REF_FIELDS) {
+    const ref = request[field];
+    if (ref !== undefined && ref !== null) checkRef(field, ref, projectId);
+  }
+  assertJsonDepth(request.payload, 'Feedback payload');
+  const payload = JSON.stringify(request.payload);
+  if (utf8Length(payload) > MAX_PAYLOAD_BYTES) {
+    throw new BadRequestError(`Feedback payload is larger than ${MAX_PAYLOAD_BYTES} bytes of JSON`);
+  }
+  if (request.feedback_type === REACTION_FEEDBACK_TYPE) checkReaction(request.payload);
+  const id = request.id ?? uuidv7();
+  if (id.length === 0 || id.length > MAX_FEEDBACK_ID_LENGTH) {
+    throw new BadRequestError(`Feedback id must have 1 to ${MAX_FEEDBACK_ID_LENGTH} characters`);
+  }
+  return {
+    id,
+    project_id: projectId,
+    weave_ref: request.weave_ref,
+    feedback_type: request.feedback_type,
+    payload,
+    creator: request.creator ?? null,
+    created_at: nowInstant().text,
+    wb_user_id: wbUserId,
+    annotation_ref: request.annotation_ref ?? null,
+    runnable_ref: request.runnable_ref ?? null,
+    call_ref: request.call_ref ?? null,
+    trigger_ref: request.trigger_ref ?? null,
+  };
+}
+
+function sameContent(a: FeedbackRow, b: FeedbackRow): boolean {
+  return (
+    a.weave_ref === b.weave_ref &&
+    a.feedback_type === b.feedback_type &&
+    isDeepStrictEqual(JSON.parse(a.payload), JSON.parse(b.payload)) &&
+    a.creator === b.creator &&
+    REF_FIELDS.every((field) => a[field] === b[field])
+  );
+}
+
+const REF_PREFIX = 'weave:///';
+
+/**
+ * A ref must be `weave:///<entity>/<project>/<kind>/...` into the request's own project: feedback
+ * on another project's call would leak across the project boundary that authorization draws.
+ */
+function checkRef(field: string, ref: string, projectId: string): void {
+  if (!ref.startsWith(REF_PREFIX)) {
+    throw new BadRequestError(`${field} must be a weave:/// ref, got ${quote(ref)}`);
+  }
+  const parts = ref.slice(REF_PREFIX.length).split('/');
+  const [entity, project, ...rest] = parts;
+  if (!entity || !project || rest.length === 0 || rest.every((part) => part.length === 0)) {
+    throw new BadRequestError(`${field} must be weave:///<entity>/<project>/<kind>/<name>, got ${quote(ref)}`);
+  }
+  if (`${entity}/${project}` !== projectId) {
+    throw new BadRequestError(`${field} ${quote(ref)} points outside project ${quote(projectId)}`);
+  }
+}
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/** The longest RGI emoji sequences are under 40 UTF-16 units; anything far longer is not one. */
+const MAX_EMOJI_UNITS = 64;
+
+/**
+ * One emoji as a grapheme cluster: a flag (two regional indicators), a keycap (`1️⃣`), or a
+ * pictograph with optional presentation selector, skin-tone modifiers and tag characters
+ * (subdivision flags), joined by ZWJ to further pictographs (families, professions, 🏳️‍🌈).
+ */
+const EMOJI_CLUSTER =
+  /^(?:\p{Regional_Indicator}{2}|[0-9#*]\uFE0F?\u20E3|\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}\u{E0020}-\u{E007F}]*(?:\u200D\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}]*)*)$/u;
+
+/** Whether `text` is exactly one emoji (one grapheme cluster that is an emoji). */
+export function isSingleEmoji(text: string): boolean {
+  if (text.length === 0 || text.length > MAX_EMOJI_UNITS) return false;
+  const clusters = graphemes.segment(text)[Symbol.iterator]();
+  const first = clusters.next();
+  if (first.done === true || !clusters.next().done) return false;
+  return EMOJI_CLUSTER.test(first.value.segment);
+}
+
+function checkReaction(payload: Record<string, unknown>): void {
+  const keys = Object.keys(payload);
+  const emoji = payload.emoji;
+  if (keys.length !== 1 || typeof emoji !== 'string') {
+    throw new BadRequestError(`${REACTION_FEEDBACK_TYPE} payload must be {"emoji": <one emoji>}`);
+  }
+  if (!isSingleEmoji(emoji)) {
+    throw new BadRequestError(`${REACTION_FEEDBACK_TYPE} emoji must be exactly one emoji, got ${quote(emoji)}`);
+  }
+}
+
+/** A stored row as the record of SPEC §2.3 (every field, payload parsed). */
+function toRecord(row: FeedbackRow): Record<string, unknown> {
+  const record: Record<string, unknown> = {};
+  for (const field of FEEDBACK_RECORD_FIELDS) record[field] = row[field];
+  record.payload = JSON.parse(row.payload) as unknown;
+  return record;
+}
+
+const PURGE_SHAPE = 'Purge query must select feedback by id: {"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]} or an "$or" of those';
+
+/** The ids a purge query names; any other shape is a 400 (purge never deletes by a general query). */
+function purgeIds(query: Query): string[] {
+  const expr = query.$expr;
+  if (isRecord(expr) && Object.keys(expr).length === 1 && Array.isArray(expr.$or)) {
+    if (expr.$or.length === 0) throw new BadRequestError(PURGE_SHAPE);
+    return expr.$or.map(idOfEquality);
+  }
+  return [idOfEquality(expr)];
+}
+
+function idOfEquality(operation: unknown): string {
+  if (!isRecord(operation) || Object.keys(operation).length !== 1 || !Array.isArray(operation.$eq)) {
+    throw new BadRequestError(PURGE_SHAPE);
+  }
+  const operands = operation.$eq;
+  if (operands.length !== 2) throw new BadRequestError(PURGE_SHAPE);
+  const [a, b] = operands as [unknown, unknown];
+  const literal = isIdField(a) ? b : isIdField(b) ? a : undefined;
+  if (!isRecord(literal) || Object.keys(literal).length !== 1 || typeof literal.$literal !== 'string') {
+    throw new BadRequestError(PURGE_SHAPE);
+  }
+  return literal.$literal;
+}
+
+function isIdField(operand: unknown): boolean {
+  return isRecord(operand) && Object.keys(operand).length === 1 && operand.$getField === 'id';
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

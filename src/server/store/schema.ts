@@ -1,0 +1,14 @@
+/**
+ * Database schema, versioned by `PRAGMA user_version`: migration N (1-based) moves a database at
+ * version N-1 to N, inside one transaction. Never edit a released migration; append a new one.
+ * Each table group keeps its DDL beside the store that owns it.
+ */
+import { CALLS_DDL } from './calls-ddl.js';
+import { CONTENT_DDL } from './content-ddl.js';
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: call records.
+  CALLS_DDL,
+  // 2: objects, files and feedback.
+  CONTENT_DDL,
+];

@@ -1,0 +1,79 @@
+/**
+ * Timestamps as the service takes and gives them (SPEC §2): ISO 8601 in, with `Z`, an offset or
+ * nothing (naive = UTC); out always UTC with microseconds (`2026-01-02T03:04:05.123456Z`).
+ * JavaScript's Date stops at milliseconds, so the parser keeps the microseconds itself.
+ */
+
+/** A parsed instant: canonical text (fixed width, so text order is time order) and µs since epoch. */
+export interface Instant {
+  readonly text: string;
+  readonly micros: number;
+}
+
+const ISO_8601 =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,12}))?)?)?(?:([Zz])|([+-])(\d{2}):?(\d{2}))?$/;
+
+/**
+ * Parse an ISO 8601 date-time (or date) into an `Instant`; null when the text is not one, or
+ * names a day or time that does not exist, or falls outside years 0001-9999 in UTC.
+ * Digits past the microsecond are dropped (truncated, as Python's `datetime` does).
+ *
+ * @example
+ * parseTimestamp('2026-01-02T05:04:05.1234567+02:00')?.text; // '2026-01-02T03:04:05.123456Z'
+ */
+export function parseTimestamp(value: string): Instant | null {
+  const match = ISO_8601.exec(value);
+  if (match === null) return null;
+  const [, y, mo, d, h = '0', mi = '0', s = '0', fraction = '', , sign, offH, offM] = match;
+  const year = Number(y);
+  const month = Number(mo);
+  const day = Number(d);
+  const hour = Number(h);
+  const minute = Number(mi);
+  const second = Number(s);
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
+  const date = new Date(0);
+  // setUTCFullYear, not Date.UTC: Date.UTC maps years 0-99 to 1900-1999.
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, second, 0);
+  if (date.getUTCDate() !== day) return null; // 31 April, 29 February of a common year
+  let micros = date.getTime() * 1000 + Number(fraction.slice(0, 6).padEnd(6, '0'));
+  if (sign !== undefined) {
+    const offsetHours = Number(offH);
+    const offsetMinutes = Number(offM);
+    if (offsetHours > 23 || offsetMinutes > 59) return null;
+    const offset = (offsetHours * 60 + offsetMinutes) * 60_000_000;
+    micros += sign === '+' ? -offset : offset;
+  }
+  if (micros < MIN_MICROS || micros >= END_MICROS) return null;
+  return { text: formatMicros(micros), micros };
+}
+
+/** First microsecond of year 1 and of year 10000 (UTC): canonical text has four year digits. */
+const MIN_MICROS = utcYearStart(1) * 1000;
+const END_MICROS = utcYearStart(10000) * 1000;
+
+function utcYearStart(year: number): number {
+  const date = new Date(0);
+  date.setUTCFullYear(year, 0, 1);
+  return date.getTime();
+}
+
+/**
+ * Canonical text of an instant given in µs since the epoch: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+ *
+ * @example
+ * formatMicros(1767323045123456); // '2026-01-02T03:04:05.123456Z'
+ */
+export function formatMicros(micros: number): string {
+  const millis = Math.floor(micros / 1000);
+  const subMillis = micros - millis * 1000;
+  const iso = new Date(millis).toISOString(); // YYYY-MM-DDTHH:MM:SS.mmmZ for years 0-9999
+  return `${iso.slice(0, -1)}${String(subMillis).padStart(3, '0')}Z`;
+}
+
+/** The current instant, at the microsecond resolution of `performance.timeOrigin + now()`. */
+export function nowInstant(): Instant {
+  const micros = Math.floor((performance.timeOrigin + performance.now()) * 1000);
+  return { text: formatMicros(micros), micros };
+}

@@ -1,0 +1,132 @@
+/**
+ * Schema errors in the hosted service's shape: FastAPI answers a body that does not match its
+ * pydantic model with 422 `{"detail": [{type, loc, msg, input}]}`. This module turns the JSON
+ * schema validator's (ajv's) errors into those entries, so clients can read one format.
+ */
+import type { ValidationIssue } from './errors.js';
+import { quote } from './quote.js';
+
+/** The fields of an ajv `ErrorObject` we read (kept structural: ajv is fastify's dependency). */
+export interface SchemaErrorLike {
+  readonly keyword: string;
+  readonly instancePath: string;
+  readonly params: Record<string, unknown>;
+  readonly message?: string;
+}
+
+/** More entries than this say nothing more to a reader and only grow the response. */
+const MAX_ISSUES = 50;
+
+const TYPE_NAMES: Readonly<Record<string, [type: string, msg: string]>> = {
+  string: ['string_type', 'Input should be a valid string'],
+  integer: ['int_type', 'Input should be a valid integer'],
+  number: ['float_type', 'Input should be a valid number'],
+  boolean: ['bool_type', 'Input should be a valid boolean'],
+  object: ['dict_type', 'Input should be a valid dictionary'],
+  array: ['list_type', 'Input should be a valid list'],
+  null: ['none_required', 'Input should be None'],
+};
+
+/**
+ * Convert ajv errors for `body` into pydantic-style issues with `loc` starting at `root`
+ * (`"body"`, `"querystring"`, ...). Alternatives of one union (`anyOf`) collapse into one entry.
+ */
+export function schemaErrorsToIssues(
+  errors: readonly SchemaErrorLike[],
+  body: unknown,
+  root: string,
+): ValidationIssue[] {
+  const unionPaths = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath));
+  const issues: ValidationIssue[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    if (error.keyword === 'anyOf') continue;
+    const key = unionPaths.has(error.instancePath) ? `${error.instancePath}|union` : null;
+    if (key !== null) {
+      if (seen.has(key)) continue;
+      seen.add(key);
+    }
+    issues.push(boundInput(toIssue(error, body, root)));
+    if (issues.length >= MAX_ISSUES) break;
+  }
+  if (issues.length === 0 && errors[0] !== undefined) issues.push(boundInput(toIssue(errors[0], body, root)));
+  return issues;
+}
+
+/** Echoed inputs larger than this are cut to text, so a huge hostile body is never sent back. */
+const MAX_ECHO_CHARS = 2048;
+
+function boundInput(issue: ValidationIssue): ValidationIssue {
+  if (typeof issue.input !== 'object' && typeof issue.input !== 'string') return issue;
+  let text: string;
+  try {
+    text = JSON.stringify(issue.input) ?? '';
+  } catch {
+    return { ...issue, input: '[unprintable]' };
+  }
+  return text.length > MAX_ECHO_CHARS ? { ...issue, input: quote(issue.input, MAX_ECHO_CHARS) } : issue;
+}
+
+function toIssue(error: SchemaErrorLike, body: unknown, root: string): ValidationIssue {
+  const { loc, value } = resolvePointer(body, error.instancePath, root);
+  const params = error.params;
+  switch (error.keyword) {
+    case 'required': {
+      const field = String(params.missingProperty);
+      return { type: 'missing', loc: [...loc, field], msg: 'Field required', input: value ?? null };
+    }
+    case 'additionalProperties': {
+      const field = String(params.additionalProperty);
+      const extra = isRecord(value) ? value[field] : undefined;
+      return { type: 'extra_forbidden', loc: [...loc, field], msg: 'Extra inputs are not permitted', input: extra ?? null };
+    }
+    case 'type': {
+      const expected = String(Array.isArray(params.type) ? params.type[0] : params.type);
+      const [type, msg] = TYPE_NAMES[expected] ?? ['type_error', `Input should be of type ${expected}`];
+      return { type, loc, msg, input: value ?? null };
+    }
+    case 'const':
+    case 'enum': {
+      const allowed = error.keyword === 'const' ? [params.allowedValue] : (params.allowedValues as unknown[]);
+      const list = (allowed ?? []).map((a) => JSON.stringify(a)).join(' or ');
+      return { type: 'literal_error', loc, msg: `Input should be ${list}`, input: value ?? null };
+    }
+    case 'minimum':
+    case 'exclusiveMinimum':
+      return { type: 'greater_than_equal', loc, msg: `Input should be ${error.message ?? 'larger'}`, input: value ?? null };
+    case 'maximum':
+    case 'exclusiveMaximum':
+      return { type: 'less_than_equal', loc, msg: `Input should be ${error.message ?? 'smaller'}`, input: value ?? null };
+    case 'minItems':
+    case 'minLength':
+      return { type: 'too_short', loc, msg: `Value ${error.message ?? 'is too short'}`, input: value ?? null };
+    case 'maxItems':
+    case 'maxLength':
+      return { type: 'too_long', loc, msg: `Value ${error.message ?? 'is too long'}`, input: value ?? null };
+    default:
+      return { type: 'value_error', loc, msg: error.message ?? 'Invalid value', input: value ?? null };
+  }
+}
+
+/** Walk a JSON pointer (`/batch/0/req`) through `body`, naming list positions as numbers. */
+function resolvePointer(body: unknown, pointer: string, root: string): { loc: Array<string | number>; value: unknown } {
+  const loc: Array<string | number> = [root];
+  let value: unknown = body;
+  if (pointer === '') return { loc, value };
+  for (const raw of pointer.slice(1).split('/')) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(value)) {
+      const index = Number(part);
+      loc.push(index);
+      value = value[index];
+    } else {
+      loc.push(part);
+      value = isRecord(value) ? value[part] : undefined;
+    }
+  }
+  return { loc, value };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

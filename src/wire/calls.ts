@@ -1,0 +1,301 @@
+/**
+ * Call records on the wire (SPEC §2.1). One TypeBox schema per body: the server validates with
+ * it, and the TypeScript types below are derived from it, so the two cannot drift apart.
+ *
+ * Only the envelopes (`batch`, `mode`, `req`, `start`/`end`) are closed (`additionalProperties:
+ * false` -> 422 on unknown keys). StartedCall/EndedCall are open: the hosted service ignores keys
+ * it does not know there, and so do we.
+ *
+ * Id shapes (span ids, UUIDs, lowercase only) are a 400 with a reason, not a schema 422, so they
+ * are checked by `isCallId`/`isTraceId` rather than by a `pattern` here.
+ */
+import { Type, type Static } from 'typebox';
+
+const JsonObject = Type.Record(Type.String(), Type.Unknown());
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableInteger = Type.Union([Type.Integer(), Type.Null()]);
+
+export const StartedCallSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    id: Type.Optional(NullableString),
+    op_name: Type.String(),
+    display_name: Type.Optional(NullableString),
+    trace_id: Type.Optional(NullableString),
+    parent_id: Type.Optional(NullableString),
+    thread_id: Type.Optional(NullableString),
+    turn_id: Type.Optional(NullableString),
+    started_at: Type.String(),
+    attributes: JsonObject,
+    inputs: JsonObject,
+    otel_dump: Type.Optional(Type.Union([JsonObject, Type.Null()])),
+    wb_user_id: Type.Optional(NullableString),
+    wb_run_id: Type.Optional(NullableString),
+    wb_run_step: Type.Optional(NullableInteger),
+  },
+  { additionalProperties: true },
+);
+export type StartedCall = Static<typeof StartedCallSchema>;
+
+export const EndedCallSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    id: Type.String(),
+    ended_at: Type.String(),
+    exception: Type.Optional(NullableString),
+    output: Type.Optional(Type.Unknown()),
+    summary: JsonObject,
+    wb_run_step_end: Type.Optional(NullableInteger),
+  },
+  { additionalProperties: true },
+);
+export type EndedCall = Static<typeof EndedCallSchema>;
+
+export const StartItemSchema = Type.Object(
+  {
+    mode: Type.Literal('start'),
+    req: Type.Object({ start: StartedCallSchema }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+export const EndItemSchema = Type.Object(
+  {
+    mode: Type.Literal('end'),
+    req: Type.Object({ end: EndedCallSchema }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+export type StartItem = Static<typeof StartItemSchema>;
+export type EndItem = Static<typeof EndItemSchema>;
+/** One entry of `call/upsert_batch`: exactly one of a start part or an end part. */
+export type UpsertItem = StartItem | EndItem;
+
+/** A call sent whole to `/v2/{entity}/{project}/calls/complete` (complete-mode projects). */
+export const CompletedCallSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    id: Type.String(),
+    trace_id: Type.String(),
+    op_name: Type.String(),
+    display_name: Type.Optional(NullableString),
+    parent_id: Type.Optional(NullableString),
+    thread_id: Type.Optional(NullableString),
+    turn_id: Type.Optional(NullableString),
+    started_at: Type.String(),
+    ended_at: Type.String(),
+    attributes: JsonObject,
+    inputs: JsonObject,
+    output: Type.Optional(Type.Unknown()),
+    summary: Type.Optional(JsonObject),
+    exception: Type.Optional(NullableString),
+    otel_dump: Type.Optional(Type.Union([JsonObject, Type.Null()])),
+    wb_user_id: Type.Optional(NullableString),
+    wb_run_id: Type.Optional(NullableString),
+    wb_run_step: Type.Optional(NullableInteger),
+    wb_run_step_end: Type.Optional(NullableInteger),
+  },
+  { additionalProperties: true },
+);
+export type CompletedCall = Static<typeof CompletedCallSchema>;
+
+/**
+ * What `call/upsert_batch` validates each item against. Deliberately wider than `UpsertItem`:
+ * `mode` is any string and `req` may hold `start` and/or `end`, so that an unknown mode or a mode
+ * that does not match its `req` reaches the route and gets the 400 of SPEC §2.1, while unknown
+ * keys at any envelope level are still a schema 422.
+ */
+export const UpsertItemInputSchema = Type.Object(
+  {
+    mode: Type.String(),
+    req: Type.Object(
+      { start: Type.Optional(StartedCallSchema), end: Type.Optional(EndedCallSchema) },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type UpsertItemInput = Static<typeof UpsertItemInputSchema>;
+
+export const CallUpsertBatchReqSchema = Type.Object(
+  { batch: Type.Array(UpsertItemInputSchema) },
+  { additionalProperties: false },
+);
+export type CallUpsertBatchReq = { batch: UpsertItem[] };
+
+export const CallStartReqSchema = Type.Object({ start: StartedCallSchema }, { additionalProperties: false });
+export type CallStartReq = Static<typeof CallStartReqSchema>;
+
+export const CallEndReqSchema = Type.Object({ end: EndedCallSchema }, { additionalProperties: false });
+export type CallEndReq = Static<typeof CallEndReqSchema>;
+
+/** Answer to a start part: the call's id and trace id (generated when the start had none). */
+export interface CallStartRes {
+  id: string;
+  trace_id: string;
+}
+/** Answer to an end part. */
+export type CallEndRes = Record<string, never>;
+export interface CallUpsertBatchRes {
+  res: Array<CallStartRes | CallEndRes>;
+}
+
+export const CallsCompleteReqSchema = Type.Object(
+  { batch: Type.Array(CompletedCallSchema) },
+  { additionalProperties: false },
+);
+export type CallsCompleteReq = Static<typeof CallsCompleteReqSchema>;
+
+const Flag = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
+
+export const CallReadReqSchema = Type.Object({
+  project_id: Type.String(),
+  id: Type.String(),
+  include_costs: Flag,
+  include_storage_size: Flag,
+  include_total_storage_size: Flag,
+});
+export type CallReadReq = Static<typeof CallReadReqSchema>;
+
+/** One model's entry of `summary.weave.costs` (present with `include_costs`). */
+export interface CallCost {
+  prompt_tokens: number;
+  completion_tokens: number;
+  requests: number;
+  total_tokens: number;
+  prompt_token_cost: number;
+  completion_token_cost: number;
+  prompt_tokens_total_cost: number;
+  completion_tokens_total_cost: number;
+  prompt_token_cost_unit: 'USD';
+  completion_token_cost_unit: 'USD';
+  effective_date: string;
+  provider_id: string;
+}
+
+/** The derived part of a call's summary, computed on every read and never stored. */
+export interface CallWeaveSummary {
+  status: 'success' | 'error' | 'running' | 'descendant_error';
+  /** Present when both start and end times are known. */
+  latency_ms?: number;
+  trace_name: string;
+  costs?: Record<string, CallCost>;
+}
+
+/** A call as reads and queries return it (SPEC §2.1, "Call (read form)"). */
+export interface Call {
+  id: string;
+  project_id: string;
+  op_name: string;
+  display_name: string | null;
+  trace_id: string;
+  parent_id: string | null;
+  thread_id: string | null;
+  turn_id: string | null;
+  started_at: string;
+  ended_at: string | null;
+  deleted_at: string | null;
+  attributes: Record<string, unknown>;
+  inputs: Record<string, unknown>;
+  output: unknown;
+  summary: Record<string, unknown> & { weave: CallWeaveSummary };
+  exception: string | null;
+  wb_user_id: string | null;
+  wb_run_id: string | null;
+  wb_run_step: number | null;
+  wb_run_step_end: number | null;
+  storage_size_bytes: number | null;
+  total_storage_size_bytes: number | null;
+}
+
+export interface CallReadRes {
+  call: Call | null;
+}
+
+const StringList = Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()]));
+
+/**
+ * Filters of `calls/stream_query`. Closed (unknown keys are a 422): a filter the server would
+ * silently ignore returns wrong results. An empty or null list means "no filter on this field",
+ * as in the hosted service.
+ */
+export const CallsFilterSchema = Type.Object(
+  {
+    op_names: StringList,
+    call_ids: StringList,
+    trace_ids: StringList,
+    parent_ids: StringList,
+    thread_ids: StringList,
+    turn_ids: StringList,
+    wb_user_ids: StringList,
+    wb_run_ids: StringList,
+    trace_roots_only: Flag,
+  },
+  { additionalProperties: false },
+);
+export type CallsFilter = Static<typeof CallsFilterSchema>;
+
+export const SortBySchema = Type.Object(
+  { field: Type.String(), direction: Type.Union([Type.Literal('asc'), Type.Literal('desc')]) },
+  { additionalProperties: false },
+);
+export type SortBy = Static<typeof SortBySchema>;
+
+// Bounded so every accepted value binds as an SQLite integer.
+const Count = Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()]));
+
+/** Sort keys per query; SQLite caps ORDER BY terms, and a handful is all a reader uses. */
+export const MAX_SORT_KEYS = 16;
+
+export const CallsQueryReqSchema = Type.Object({
+  project_id: Type.String(),
+  filter: Type.Optional(Type.Union([CallsFilterSchema, Type.Null()])),
+  /** `{"$expr": ...}` (SPEC §2.4); its grammar is checked by the query compiler. */
+  query: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+  sort_by: Type.Optional(Type.Union([Type.Array(SortBySchema, { maxItems: MAX_SORT_KEYS }), Type.Null()])),
+  limit: Count,
+  offset: Count,
+  columns: StringList,
+  include_costs: Flag,
+  include_storage_size: Flag,
+  include_total_storage_size: Flag,
+});
+export type CallsQueryReq = Static<typeof CallsQueryReqSchema>;
+
+/** The hosted service caps one delete at 1000 ids. */
+export const MAX_DELETE_IDS = 1000;
+
+export const CallsDeleteReqSchema = Type.Object({
+  project_id: Type.String(),
+  call_ids: Type.Array(Type.String(), { maxItems: MAX_DELETE_IDS }),
+  wb_user_id: Type.Optional(NullableString),
+});
+export type CallsDeleteReq = Static<typeof CallsDeleteReqSchema>;
+export interface CallsDeleteRes {
+  num_deleted: number;
+}
+
+export const CallUpdateReqSchema = Type.Object({
+  project_id: Type.String(),
+  call_id: Type.String(),
+  display_name: Type.String(),
+  wb_user_id: Type.Optional(NullableString),
+});
+export type CallUpdateReq = Static<typeof CallUpdateReqSchema>;
+
+/** `op_name` and `display_name` limits of SPEC §2.1 (longer: 400). */
+export const MAX_OP_NAME_CHARS = 128;
+export const MAX_DISPLAY_NAME_CHARS = 1024;
+
+const SPAN_ID = /^[0-9a-f]{16}$/;
+const TRACE_HEX_ID = /^[0-9a-f]{32}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** A call id or parent id: an OTel span id (16 lowercase hex) or a canonical lowercase UUID. */
+export function isCallId(value: string): boolean {
+  return SPAN_ID.test(value) || UUID.test(value);
+}
+
+/** A trace id: an OTel trace id (32 lowercase hex) or a canonical lowercase UUID. */
+export function isTraceId(value: string): boolean {
+  return TRACE_HEX_ID.test(value) || UUID.test(value);
+}

@@ -1,0 +1,113 @@
+/**
+ * Feedback records on the wire (SPEC §2.3): the bodies of `/feedback/create`, `/feedback/query`
+ * and `/feedback/purge` and what they answer. Request bodies ignore unknown keys, as the hosted
+ * service's models do; wrong types, missing fields, bad sort directions and negative limits
+ * are a 422.
+ */
+import { Type, type Static } from 'typebox';
+import { SortByListSchema } from './objects.js';
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+const JsonObject = Type.Record(Type.String(), Type.Unknown());
+
+/** A `query` body field: `{"$expr": Operation}`; its grammar is checked by the query compiler. */
+export const QuerySchema = Type.Object({ $expr: Type.Unknown() }, { additionalProperties: false });
+export type Query = Static<typeof QuerySchema>;
+
+/** Body of `POST /feedback/create`. */
+export const FeedbackCreateReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    weave_ref: Type.String(),
+    feedback_type: Type.String({ minLength: 1 }),
+    payload: JsonObject,
+    creator: Type.Optional(NullableString),
+    id: Type.Optional(NullableString),
+    annotation_ref: Type.Optional(NullableString),
+    runnable_ref: Type.Optional(NullableString),
+    call_ref: Type.Optional(NullableString),
+    trigger_ref: Type.Optional(NullableString),
+    wb_user_id: Type.Optional(NullableString),
+  },
+  { additionalProperties: true },
+);
+export type FeedbackCreateReq = Static<typeof FeedbackCreateReqSchema>;
+
+/** Answer of `POST /feedback/create`. */
+export interface FeedbackCreateRes {
+  readonly id: string;
+  readonly created_at: string;
+  readonly wb_user_id: string;
+  readonly payload: Record<string, unknown>;
+}
+
+/**
+ * Most `fields` entries a query takes: each is one result column, and SQLite refuses result
+ * sets of 2000 columns.
+ */
+export const MAX_FEEDBACK_FIELDS = 500;
+
+/** Body of `POST /feedback/query`. */
+export const FeedbackQueryReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    fields: Type.Optional(Type.Union([Type.Array(Type.String(), { maxItems: MAX_FEEDBACK_FIELDS }), Type.Null()])),
+    query: Type.Optional(Type.Union([QuerySchema, Type.Null()])),
+    sort_by: Type.Optional(SortByListSchema),
+    limit: Type.Optional(NullableCount),
+    offset: Type.Optional(NullableCount),
+  },
+  { additionalProperties: true },
+);
+export type FeedbackQueryReq = Static<typeof FeedbackQueryReqSchema>;
+
+/** A feedback record as stored and read back (every record field). */
+export interface Feedback {
+  readonly id: string;
+  readonly project_id: string;
+  readonly weave_ref: string;
+  readonly feedback_type: string;
+  readonly payload: Record<string, unknown>;
+  readonly creator: string | null;
+  readonly created_at: string;
+  readonly wb_user_id: string;
+  readonly annotation_ref: string | null;
+  readonly runnable_ref: string | null;
+  readonly call_ref: string | null;
+  readonly trigger_ref: string | null;
+}
+
+/** The record fields, in the order results list them. */
+export const FEEDBACK_RECORD_FIELDS = [
+  'id',
+  'project_id',
+  'weave_ref',
+  'feedback_type',
+  'payload',
+  'creator',
+  'created_at',
+  'wb_user_id',
+  'annotation_ref',
+  'runnable_ref',
+  'call_ref',
+  'trigger_ref',
+] as const satisfies ReadonlyArray<keyof Feedback>;
+
+/**
+ * Answer of `POST /feedback/query`: whole records without `fields`, otherwise one object per
+ * record keyed by each requested field string.
+ */
+export interface FeedbackQueryRes {
+  readonly result: Array<Record<string, unknown>>;
+}
+
+/** Body of `POST /feedback/purge`: `query` selects records by id only. */
+export const FeedbackPurgeReqSchema = Type.Object(
+  { project_id: Type.String(), query: QuerySchema },
+  { additionalProperties: true },
+);
+export type FeedbackPurgeReq = Static<typeof FeedbackPurgeReqSchema>;
+
+/** Answer of `POST /feedback/purge` (empty, as the hosted service answers). */
+export type FeedbackPurgeRes = Record<string, never>;

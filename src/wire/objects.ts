@@ -1,0 +1,128 @@
+/**
+ * Versioned objects on the wire (SPEC §2.2): the bodies of `/obj/create`, `/obj/read` and
+ * `/objs/query` and what they answer. One TypeBox schema per body; the types derive from it.
+ *
+ * Like the hosted service's pydantic models, request bodies ignore keys they do not know (the
+ * service's SDKs send a few, such as `wb_user_id` and `include_storage_size`); only the
+ * `{"obj": ...}` envelope is closed. Wrong types and missing fields are a 422.
+ */
+import { Type, type Static } from 'typebox';
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableBoolean = Type.Union([Type.Boolean(), Type.Null()]);
+const NullableStringList = Type.Union([Type.Array(Type.String()), Type.Null()]);
+const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+
+/**
+ * `object_id`: `[A-Za-z0-9_.-]+`, at most 128 characters. A schema rule, so a breach is a 422
+ * with its `loc`, as the spec asks.
+ */
+export const OBJECT_ID_PATTERN = '^[A-Za-z0-9_.-]+$';
+export const MAX_OBJECT_ID_LENGTH = 128;
+const ObjectId = Type.String({ pattern: OBJECT_ID_PATTERN, minLength: 1, maxLength: MAX_OBJECT_ID_LENGTH });
+
+export const ObjectForInsertSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    object_id: ObjectId,
+    val: Type.Unknown(),
+    builtin_object_class: Type.Optional(NullableString),
+  },
+  { additionalProperties: true },
+);
+export type ObjectForInsert = Static<typeof ObjectForInsertSchema>;
+
+/** Body of `POST /obj/create`. */
+export const ObjCreateReqSchema = Type.Object({ obj: ObjectForInsertSchema }, { additionalProperties: false });
+export type ObjCreateReq = Static<typeof ObjCreateReqSchema>;
+
+/** Answer of `POST /obj/create`. */
+export interface ObjCreateRes {
+  readonly digest: string;
+  readonly object_id: string;
+}
+
+/** Body of `POST /obj/read`. `digest` is a digest, `latest`, or `v<N>` (a version index). */
+export const ObjReadReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    object_id: ObjectId,
+    digest: Type.String({ minLength: 1 }),
+    metadata_only: Type.Optional(NullableBoolean),
+  },
+  { additionalProperties: true },
+);
+export type ObjReadReq = Static<typeof ObjReadReqSchema>;
+
+export const ObjectFilterSchema = Type.Object(
+  {
+    object_ids: Type.Optional(NullableStringList),
+    base_object_classes: Type.Optional(NullableStringList),
+    leaf_object_classes: Type.Optional(NullableStringList),
+    is_op: Type.Optional(NullableBoolean),
+    latest_only: Type.Optional(NullableBoolean),
+  },
+  { additionalProperties: true },
+);
+export type ObjectFilter = Static<typeof ObjectFilterSchema>;
+
+export const SortDirectionSchema = Type.Union([Type.Literal('asc'), Type.Literal('desc')]);
+export type SortDirection = Static<typeof SortDirectionSchema>;
+
+/**
+ * Most `sort_by` entries a query takes. Each becomes an ORDER BY term, and SQLite refuses
+ * statements with thousands of them; no real query needs more than a few.
+ */
+export const MAX_SORT_KEYS = 100;
+
+/** One `sort_by` entry (shared by objects and feedback queries). */
+export const SortBySchema = Type.Object(
+  { field: Type.String({ minLength: 1 }), direction: SortDirectionSchema },
+  { additionalProperties: false },
+);
+export type SortBy = Static<typeof SortBySchema>;
+
+/** A `sort_by` list, or null for the default order. */
+export const SortByListSchema = Type.Union([Type.Array(SortBySchema, { maxItems: MAX_SORT_KEYS }), Type.Null()]);
+
+/** Body of `POST /objs/query`. */
+export const ObjQueryReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    filter: Type.Optional(Type.Union([ObjectFilterSchema, Type.Null()])),
+    limit: Type.Optional(NullableCount),
+    offset: Type.Optional(NullableCount),
+    sort_by: Type.Optional(SortByListSchema),
+    metadata_only: Type.Optional(NullableBoolean),
+  },
+  { additionalProperties: true },
+);
+export type ObjQueryReq = Static<typeof ObjQueryReqSchema>;
+
+/** A stored object version as read back (SPEC §2.2). */
+export interface ObjSchema {
+  readonly project_id: string;
+  readonly object_id: string;
+  readonly digest: string;
+  readonly created_at: string;
+  readonly deleted_at: string | null;
+  readonly version_index: number;
+  readonly is_latest: 0 | 1;
+  readonly kind: 'op' | 'object';
+  readonly base_object_class: string | null;
+  readonly leaf_object_class: string | null;
+  /** `{}` when read with `metadata_only`. */
+  readonly val: unknown;
+  readonly wb_user_id: string | null;
+  readonly size_bytes: number;
+}
+
+/** Answer of `POST /obj/read`. */
+export interface ObjReadRes {
+  readonly obj: ObjSchema;
+}
+
+/** Answer of `POST /objs/query`. */
+export interface ObjQueryRes {
+  readonly objs: ObjSchema[];
+}

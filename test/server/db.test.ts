@@ -1,0 +1,63 @@
+/** Opening the database: pragmas and `user_version` migrations. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { migrate, openDatabase } from '../../src/server/store/db.js';
+import { MIGRATIONS } from '../../src/server/store/schema.js';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'callbridge-db-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('openDatabase', () => {
+  it('sets WAL, NORMAL sync, a busy timeout and foreign keys, and migrates to the latest version', () => {
+    const db = openDatabase(join(dir, 'a.db'));
+    try {
+      expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(db.pragma('synchronous', { simple: true })).toBe(1);
+      expect(db.pragma('busy_timeout', { simple: true })).toBeGreaterThan(0);
+      expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+      expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+      expect(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'calls'").get()).toBeDefined();
+    } finally {
+      db.close();
+    }
+  });
+
+  it('reopens an existing database without re-running migrations', () => {
+    const path = join(dir, 'b.db');
+    openDatabase(path).close();
+    const db = openDatabase(path);
+    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    db.close();
+  });
+
+  it('refuses a database from a newer schema', () => {
+    const path = join(dir, 'c.db');
+    const raw = new Database(path);
+    raw.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    raw.close();
+    expect(() => openDatabase(path)).toThrow(/newer than this server knows/);
+  });
+});
+
+describe('migrate', () => {
+  it('applies only the missing steps, each atomically with its version', () => {
+    const db = new Database(':memory:');
+    migrate(db, ['CREATE TABLE one (x)']);
+    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect(() => migrate(db, ['CREATE TABLE one (x)', 'CREATE TABLE two (x); CREATE TABLE one (x)'])).toThrow();
+    // The failed step left neither its table nor its version behind.
+    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'two'").get()).toBeUndefined();
+    migrate(db, ['CREATE TABLE one (x)', 'CREATE TABLE two (x)']);
+    expect(db.pragma('user_version', { simple: true })).toBe(2);
+    db.close();
+  });
+});

@@ -1,0 +1,195 @@
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { post, startTestServer, type TestServer } from '../helpers/server.js';
+
+const PROJECT = 'acme/demo';
+const REF = 'weave:///acme/demo/call/0123456789abcdef';
+
+describe('feedback over HTTP', () => {
+  let server: TestServer;
+  const call = (path: string, body: unknown, credentials?: { username: string; password: string }) =>
+    post(server.url, path, body, credentials);
+  const feedbackRows = () => {
+    const db = new Database(server.dbPath, { readonly: true });
+    try {
+      return db.prepare('SELECT id, payload FROM feedback ORDER BY rowid').all();
+    } finally {
+      db.close();
+    }
+  };
+  const create = (body: Record<string, unknown>) =>
+    call('/feedback/create', { project_id: PROJECT, weave_ref: REF, feedback_type: 'note', payload: { note: 'n' }, ...body });
+
+  beforeAll(async () => {
+    server = await startTestServer({ users: [{ username: 'narrow', password: 'pw2', entities: ['acme'] }] });
+    for (const [id, payload] of [
+      ['f1', { note: 'good', score: 0.9, tags: ['a'] }],
+      ['f2', { note: 'bad', score: 0.1 }],
+      ['f3', { note: 'ok', score: 0.5, extra: { deep: { n: 1 } } }],
+    ] as const) {
+      const res = await create({ id, payload });
+      expect(res.status).toBe(200);
+    }
+  });
+  afterAll(async () => server.close());
+
+  it('creates feedback, answering the stored record parts', async () => {
+    const res = await create({ feedback_type: 'wandb.reaction.1', payload: { emoji: '🎉' }, creator: 'alice', wb_user_id: 'spoofed' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ wb_user_id: 'dev', payload: { emoji: '🎉' } });
+    expect(Object.keys(res.body).sort()).toEqual(['created_at', 'id', 'payload', 'wb_user_id']);
+    const purged = await call('/feedback/purge', { project_id: PROJECT, query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: res.body.id }] } } });
+    expect(purged).toMatchObject({ status: 200, body: {} });
+  });
+
+  it('queries with fields, $expr, sort_by, limit and offset', async () => {
+    const res = await call('/feedback/query', {
+      project_id: PROJECT,
+      fields: ['id', 'payload.score', 'payload.tags', 'payload.extra.deep'],
+      query: { $expr: { $gte: [{ $getField: 'payload.score' }, { $literal: 0.5 }] } },
+      sort_by: [{ field: 'payload.score', direction: 'asc' }],
+      limit: null,
+      offset: null,
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      result: [
+        { id: 'f3', 'payload.score': 0.5, 'payload.tags': null, 'payload.extra.deep': { n: 1 } },
+        { id: 'f1', 'payload.score': 0.9, 'payload.tags': ['a'], 'payload.extra.deep': null },
+      ],
+    });
+    const paged = await call('/feedback/query', { project_id: PROJECT, fields: ['id'], limit: 1, offset: 1 });
+    expect(paged.body.result).toEqual([{ id: 'f2' }]);
+    const all = await call('/feedback/query', { project_id: PROJECT });
+    expect(all.body.result.map((r: { id: string }) => r.id)).toEqual(['f1', 'f2', 'f3']);
+    expect(all.body.result[0]).toMatchObject({ project_id: PROJECT, weave_ref: REF, feedback_type: 'note', wb_user_id: 'dev', creator: null });
+  });
+
+  it('answers 400 for semantic errors, storing nothing', async () => {
+    const before = feedbackRows();
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ weave_ref: 'weave:///other/proj/call/0123456789abcdef' }, /weave_ref/],
+      [{ weave_ref: 'not a ref' }, /weave_ref/],
+      [{ payload: { blob: 'x'.repeat(1024 * 1024) } }, /larger than/],
+      [{ feedback_type: 'wandb.reaction.1', payload: { emoji: 'thumbs up' } }, /emoji/],
+      [{ feedback_type: 'wandb.reaction.1', payload: { emoji: '👍👎' } }, /emoji/],
+      [{ id: 'f1', payload: { note: 'different' } }, /already exists/],
+    ];
+    for (const [body, reason] of cases) {
+      const res = await create(body);
+      expect(res.status, JSON.stringify(body).slice(0, 80)).toBe(400);
+      expect(res.body.reason).toMatch(reason);
+    }
+    const deep = `{"project_id": "${PROJECT}", "weave_ref": "${REF}", "feedback_type": "note", "payload": {"d": ${'{"d": '.repeat(5_000)}1${'}'.repeat(5_000)}}}`;
+    expect((await call('/feedback/create', deep)).status).toBe(400);
+    expect(feedbackRows()).toEqual(before);
+  });
+
+  it('answers 400 naming unknown fields in fields, query and sort_by', async () => {
+    const hostile = "payload') ; DROP TABLE feedback; --";
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ fields: ['id', 'nope'] }, 'nope'],
+      [{ fields: [hostile] }, hostile],
+      [{ query: { $expr: { $eq: [{ $getField: 'nope' }, { $literal: 1 }] } } }, 'nope'],
+      [{ sort_by: [{ field: 'nope', direction: 'asc' }] }, 'nope'],
+    ];
+    for (const [body, named] of cases) {
+      const res = await call('/feedback/query', { project_id: PROJECT, ...body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.reason).toContain(named);
+    }
+    const literal = await call('/feedback/query', {
+      project_id: PROJECT,
+      query: { $expr: { $eq: [{ $getField: 'payload.note' }, { $literal: "good' OR '1'='1" }] } },
+    });
+    expect(literal).toMatchObject({ status: 200, body: { result: [] } });
+    const escapedPath = await call('/feedback/query', {
+      project_id: PROJECT,
+      fields: ['payload.a\\.b', 'payload.$..x', 'payload."]'],
+    });
+    expect(escapedPath.status).toBe(200);
+    expect(escapedPath.body.result[0]).toEqual({ 'payload.a\\.b': null, 'payload.$..x': null, 'payload."]': null });
+    expect(feedbackRows()).toHaveLength(3);
+  });
+
+  it('keeps hostile paths and literals as data', async () => {
+    const query = (expr: unknown, extra: Record<string, unknown> = {}) =>
+      call('/feedback/query', { project_id: PROJECT, fields: ['id'], query: { $expr: expr }, ...extra });
+    const path = "payload.x') OR 1=1 --";
+    expect(await query({ $eq: [{ $getField: path }, { $literal: null }] }, { sort_by: [{ field: path, direction: 'desc' }] })).toMatchObject({
+      status: 200,
+      body: { result: [{ id: 'f1' }, { id: 'f2' }, { id: 'f3' }] },
+    });
+    expect(await query({ $eq: [{ $getField: 'payload.note' }, { $literal: { $getField: 'id' } }] })).toMatchObject({
+      status: 200,
+      body: { result: [] },
+    });
+    expect(await query({ $in: [{ $getField: 'id' }, [{ $literal: 'f2' }, { $literal: "f1' --" }]] })).toMatchObject({
+      status: 200,
+      body: { result: [{ id: 'f2' }] },
+    });
+  });
+
+  it('bounds the number of fields and sort keys (422), and serves up to the bound', async () => {
+    const manyFields = Array.from({ length: 500 }, (_, i) => `payload.k${i}.0.1`);
+    const atBound = await call('/feedback/query', { project_id: PROJECT, fields: manyFields, limit: 1 });
+    expect(atBound.status).toBe(200);
+    expect(Object.keys(atBound.body.result[0])).toHaveLength(500);
+    expect((await call('/feedback/query', { project_id: PROJECT, fields: [...manyFields, 'id'] })).status).toBe(422);
+    const sortKeys = Array.from({ length: 100 }, (_, i) => ({ field: `payload.s${i}`, direction: 'asc' }));
+    expect((await call('/feedback/query', { project_id: PROJECT, sort_by: sortKeys })).status).toBe(200);
+    expect((await call('/feedback/query', { project_id: PROJECT, sort_by: [...sortKeys, sortKeys[0]] })).status).toBe(422);
+    expect((await call('/feedback/query', { project_id: PROJECT, limit: 1e300, offset: 1e300 })).body).toEqual({ result: [] });
+  });
+
+  it('answers 422 for wrongly shaped bodies', async () => {
+    const queries: unknown[] = [
+      { project_id: PROJECT, sort_by: [{ field: 'id', direction: 'sideways' }] },
+      { project_id: PROJECT, limit: -1 },
+      { project_id: PROJECT, offset: -1 },
+      { project_id: PROJECT, fields: 'id' },
+      { project_id: PROJECT, query: { $expr: { $bogus: [] } } },
+      { project_id: PROJECT, query: { $expr: { $eq: [{ $getField: 'id' }] } } },
+      { project_id: PROJECT, query: { notexpr: 1 } },
+      { fields: ['id'] },
+    ];
+    for (const body of queries) {
+      const res = await call('/feedback/query', body);
+      expect(res.status, JSON.stringify(body)).toBe(422);
+      expect(res.body.detail[0].loc[0]).toBe('body');
+    }
+    const creates: unknown[] = [
+      { project_id: PROJECT, weave_ref: REF, feedback_type: 'note' },
+      { project_id: PROJECT, weave_ref: REF, feedback_type: 'note', payload: [1] },
+      { project_id: PROJECT, weave_ref: REF, feedback_type: 'note', payload: 'x' },
+      { project_id: PROJECT, weave_ref: 7, feedback_type: 'note', payload: {} },
+      { project_id: PROJECT, weave_ref: REF, feedback_type: 'note', payload: {}, creator: 5 },
+    ];
+    for (const body of creates) expect((await call('/feedback/create', body)).status, JSON.stringify(body)).toBe(422);
+    expect((await call('/feedback/purge', { project_id: PROJECT })).status).toBe(422);
+    expect(feedbackRows()).toHaveLength(3);
+  });
+
+  it('refuses purges that do not select by id, deleting nothing', async () => {
+    for (const expr of [
+      { $eq: [{ $getField: 'feedback_type' }, { $literal: 'note' }] },
+      { $gt: [{ $getField: 'id' }, { $literal: '' }] },
+      { $or: [] },
+    ]) {
+      const res = await call('/feedback/purge', { project_id: PROJECT, query: { $expr: expr } });
+      expect(res.status).toBe(400);
+    }
+    expect(feedbackRows()).toHaveLength(3);
+  });
+
+  it('enforces credentials and project grants', async () => {
+    const narrow = { username: 'narrow', password: 'pw2' };
+    expect((await call('/feedback/query', { project_id: PROJECT }, { username: 'dev', password: 'nope' })).status).toBe(401);
+    expect((await call('/feedback/query', { project_id: 'other/proj' }, narrow)).status).toBe(403);
+    expect(
+      (await call('/feedback/create', { project_id: 'other/proj', weave_ref: 'weave:///other/proj/call/x', feedback_type: 'n', payload: {} }, narrow)).status,
+    ).toBe(403);
+    expect((await call('/feedback/purge', { project_id: 'other/proj', query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: 'f1' }] } } }, narrow)).status).toBe(403);
+    expect(feedbackRows()).toHaveLength(3);
+  });
+});

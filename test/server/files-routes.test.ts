@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
+
+const PROJECT = 'acme/demo';
+const MAX_BODY_BYTES = 64 * 1024;
+
+function expectedDigest(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('base64url').replace(/-/g, 'X').replace(/_/g, 'Y');
+}
+
+describe('files over HTTP', () => {
+  let server: TestServer;
+  const dev = { username: 'dev', password: 'pw' };
+  const narrow = { username: 'narrow', password: 'pw2' };
+
+  /** POST a multipart form built from `parts` (strings are fields, Uint8Arrays files). */
+  const upload = async (parts: Array<[string, string | Uint8Array]>, credentials = dev) => {
+    const form = new FormData();
+    for (const [name, value] of parts) {
+      if (typeof value === 'string') form.append(name, value);
+      else form.append(name, new Blob([value]), 'blob.bin');
+    }
+    const response = await fetch(`${server.url}/file/create`, { method: 'POST', headers: { authorization: basicAuth(credentials) }, body: form });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const raw = async (contentType: string, body: string | Uint8Array) => {
+    const response = await fetch(`${server.url}/file/create`, {
+      method: 'POST',
+      headers: { authorization: basicAuth(dev), 'content-type': contentType },
+      body,
+    });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const fileCount = () => {
+    const db = new Database(server.dbPath, { readonly: true });
+    try {
+      return (db.prepare('SELECT COUNT(*) AS n FROM files').get() as { n: number }).n;
+    } finally {
+      db.close();
+    }
+  };
+
+  beforeAll(async () => {
+    server = await startTestServer({ maxBodyBytes: MAX_BODY_BYTES, users: [{ username: 'narrow', password: 'pw2', entities: ['acme'] }] });
+  });
+  afterAll(async () => server.close());
+
+  it('stores bytes under their digest and serves them back', async () => {
+    const bytes = new Uint8Array([0, 1, 2, 255, 254, 10, 13, 0]);
+    const created = await upload([['project_id', PROJECT], ['file', bytes]]);
+    expect(created).toEqual({ status: 200, body: { digest: expectedDigest(bytes) } });
+    // The file may come before the field; the same bytes again are the same file.
+    expect(await upload([['file', bytes], ['project_id', PROJECT]])).toEqual(created);
+    expect(fileCount()).toBe(1);
+
+    const response = await fetch(`${server.url}/file/content`, {
+      method: 'POST',
+      headers: { authorization: basicAuth(dev), 'content-type': 'application/json' },
+      body: JSON.stringify({ project_id: PROJECT, digest: created.body.digest }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/octet-stream');
+    expect(new Uint8Array(await response.arrayBuffer())).toEqual(bytes);
+
+    const empty = await upload([['project_id', PROJECT], ['file', new Uint8Array()]]);
+    expect(empty.body.digest).toBe(expectedDigest(new Uint8Array()));
+  });
+
+  it('answers 404 for absent files and files of another project', async () => {
+    const bytes = new TextEncoder().encode('only in demo');
+    const { body } = await upload([['project_id', PROJECT], ['file', bytes]]);
+    for (const request of [
+      { project_id: 'acme/other', digest: body.digest },
+      { project_id: PROJECT, digest: 'A'.repeat(43) },
+      { project_id: PROJECT, digest: "' OR 1=1 --" },
+    ]) {
+      const res = await post(server.url, '/file/content', request);
+      expect(res.status).toBe(404);
+      expect(typeof res.body.reason).toBe('string');
+    }
+    expect((await post(server.url, '/file/content', { project_id: PROJECT })).status).toBe(422);
+    expect((await post(server.url, '/file/content', { project_id: PROJECT, digest: 5 })).status).toBe(422);
+  });
+
+  it('answers 422 naming missing parts', async () => {
+    const noFile = await upload([['project_id', PROJECT]]);
+    expect(noFile.status).toBe(422);
+    expect(noFile.body.detail.map((d: { loc: unknown[] }) => d.loc)).toEqual([['body', 'file']]);
+    const noProject = await upload([['file', new Uint8Array([1])]]);
+    expect(noProject.status).toBe(422);
+    expect(noProject.body.detail.map((d: { loc: unknown[] }) => d.loc)).toEqual([['body', 'project_id']]);
+  });
+
+  it('refuses oversized, malformed and non-multipart bodies without storing', async () => {
+    const before = fileCount();
+    const tooBig = await upload([['project_id', PROJECT], ['file', new Uint8Array(MAX_BODY_BYTES + 1)]]);
+    expect(tooBig).toEqual({ status: 413, body: { reason: 'Request too large' } });
+    const twoFiles = await upload([['project_id', PROJECT], ['file', new Uint8Array([1])], ['file', new Uint8Array([2])]]);
+    expect(twoFiles.status).toBe(400);
+    const wrongPart = await upload([['project_id', PROJECT], ['attachment', new Uint8Array([1])]]);
+    expect(wrongPart.status).toBe(400);
+    expect(wrongPart.body.reason).toContain('attachment');
+    const longProject = await upload([['project_id', 'x'.repeat(10_000)], ['file', new Uint8Array([1])]]);
+    expect(longProject.status).toBe(400);
+    const manyFields = await upload([...Array.from({ length: 20 }, (_, i): [string, string] => [`f${i}`, 'v']), ['file', new Uint8Array([1])]]);
+    expect(manyFields.status).toBe(400);
+
+    expect((await raw('multipart/form-data', 'no boundary here')).status).toBe(400);
+    expect((await raw('multipart/form-data; boundary=XX', '--XX\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\ntrunc')).status).toBe(400);
+    expect(await raw('multipart/form-data; boundary=XX', 'garbage without any boundary')).toEqual({ status: 400, body: { reason: 'Malformed multipart/form-data body' } });
+    expect((await raw('application/json', JSON.stringify({ project_id: PROJECT, file: 'aGVsbG8=' }))).status).toBe(415);
+    expect((await raw('application/octet-stream', new Uint8Array([1, 2]))).status).toBe(415);
+    expect(fileCount()).toBe(before);
+  });
+
+  it('enforces credentials and project grants', async () => {
+    const before = fileCount();
+    expect((await upload([['project_id', PROJECT], ['file', new Uint8Array([9])]], { username: 'dev', password: 'bad' })).status).toBe(401);
+    const forbidden = await upload([['project_id', 'other/proj'], ['file', new Uint8Array([9])]], narrow);
+    expect(forbidden.status).toBe(403);
+    expect((await upload([['project_id', 'not-a-project'], ['file', new Uint8Array([9])]])).status).toBe(400);
+    expect(fileCount()).toBe(before);
+    expect((await post(server.url, '/file/content', { project_id: 'other/proj', digest: 'x' }, narrow)).status).toBe(403);
+  });
+
+  it('keeps multipart bodies away from the JSON routes', async () => {
+    const form = new FormData();
+    form.append('project_id', PROJECT);
+    const response = await fetch(`${server.url}/obj/create`, { method: 'POST', headers: { authorization: basicAuth(dev) }, body: form });
+    expect(response.status).toBe(415);
+  });
+});

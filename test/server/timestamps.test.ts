@@ -1,0 +1,63 @@
+/** Timestamp parsing and formatting (SPEC §2: accept Z, offsets, naive; give UTC microseconds). */
+import { describe, expect, it } from 'vitest';
+import { formatMicros, parseTimestamp } from '../../src/server/timestamps.js';
+
+describe('parseTimestamp', () => {
+  it.each([
+    ['2026-01-02T03:04:05.123456Z', '2026-01-02T03:04:05.123456Z'],
+    ['2026-01-02T03:04:05Z', '2026-01-02T03:04:05.000000Z'],
+    ['2026-01-02T03:04:05.1Z', '2026-01-02T03:04:05.100000Z'],
+    ['2026-01-02T03:04:05.123456789Z', '2026-01-02T03:04:05.123456Z'],
+    ['2026-01-02T03:04:05.123456', '2026-01-02T03:04:05.123456Z'],
+    ['2026-01-02 03:04:05', '2026-01-02T03:04:05.000000Z'],
+    ['2026-01-02T03:04', '2026-01-02T03:04:00.000000Z'],
+    ['2026-01-02', '2026-01-02T00:00:00.000000Z'],
+    ['2026-01-02T05:04:05.5+02:00', '2026-01-02T03:04:05.500000Z'],
+    ['2026-01-02T00:30:00-0130', '2026-01-02T02:00:00.000000Z'],
+    ['2026-01-01T00:00:00+01:00', '2025-12-31T23:00:00.000000Z'],
+    ['2024-02-29T12:00:00z', '2024-02-29T12:00:00.000000Z'],
+    ['1969-12-31T23:59:59.999999Z', '1969-12-31T23:59:59.999999Z'],
+    ['0001-01-01T00:00:00Z', '0001-01-01T00:00:00.000000Z'],
+    ['0050-06-01T00:00:00Z', '0050-06-01T00:00:00.000000Z'],
+    ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999000Z'],
+  ])('reads %s as %s', (input, expected) => {
+    expect(parseTimestamp(input)?.text).toBe(expected);
+  });
+
+  it.each([
+    '',
+    'yesterday',
+    '2026-13-01T00:00:00Z',
+    '2026-02-29T00:00:00Z',
+    '2026-04-31T00:00:00Z',
+    '2026-01-01T24:00:00Z',
+    '2026-01-01T00:60:00Z',
+    '2026-01-01T00:00:60Z',
+    '2026-01-01T00:00:00+24:00',
+    '2026-1-01T00:00:00Z',
+    '2026-01-01T00:00:00ZZ',
+    '2026-01-01T00:00:00Z; DROP TABLE calls',
+    '0001-01-01T00:00:00+01:00',
+    '9999-12-31T23:00:00-01:00',
+    '+12026-01-01T00:00:00Z',
+  ])('rejects %j', (input) => {
+    expect(parseTimestamp(input)).toBeNull();
+  });
+
+  it('keeps microseconds exactly, so times sort and subtract correctly', () => {
+    const a = parseTimestamp('2026-01-02T03:04:05.000001Z');
+    const b = parseTimestamp('2026-01-02T03:04:05.000002Z');
+    expect(b!.micros - a!.micros).toBe(1);
+    expect(a!.text < b!.text).toBe(true);
+    expect(parseTimestamp('2026-01-02T03:04:05Z')!.micros).toBe(Date.UTC(2026, 0, 2, 3, 4, 5) * 1000);
+  });
+});
+
+describe('formatMicros', () => {
+  it('writes fixed-width UTC text with microseconds, also before 1970', () => {
+    expect(formatMicros(0)).toBe('1970-01-01T00:00:00.000000Z');
+    expect(formatMicros(1)).toBe('1970-01-01T00:00:00.000001Z');
+    expect(formatMicros(-1)).toBe('1969-12-31T23:59:59.999999Z');
+    expect(formatMicros(Date.UTC(2026, 0, 2, 3, 4, 5, 123) * 1000 + 456)).toBe('2026-01-02T03:04:05.123456Z');
+  });
+});
