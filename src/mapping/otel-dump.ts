@@ -1,0 +1,95 @@
+/**
+ * `otel_dump`: the span as received, kept on the call (SPEC §3), and the call's `exception` text.
+ */
+import type { SpanEventInput, SpanInput, SpanLinkInput } from './span-input.js';
+import { hrTimeToIso } from './timestamps.js';
+import { unflattenAttributes, type AttributeTree } from './unflatten.js';
+
+// A provider's resource is one object shared by all its spans (the SDK memoizes its attributes),
+// so its unflattened form is made once, not once per span. Weak: resources come and go with
+// providers, and OTLP ingest decodes a fresh one per request.
+const resourceCache = new WeakMap<object, Record<string, unknown>>();
+
+/**
+ * Builds `otel_dump` for a span whose attributes are already unflattened (`attributes`) and whose
+ * times are already formatted. Values nested in it may be shared with the call's other fields and
+ * with other spans' dumps (the resource): treat the result as read-only.
+ */
+export function buildOtelDump(
+  span: SpanInput,
+  attributes: AttributeTree,
+  startTime: string,
+  endTime: string,
+): Record<string, unknown> {
+  return {
+    name: span.name,
+    context: { trace_id: span.traceId, span_id: span.spanId, trace_state: span.traceState ?? '' },
+    kind: span.kind,
+    parent_id: span.parentSpanId ?? null,
+    start_time: startTime,
+    end_time: endTime,
+    status: { code: span.status.code, message: span.status.message ?? '' },
+    attributes: attributes.root,
+    events: span.events.length === 0 ? [] : span.events.map(dumpEvent),
+    links: span.links.length === 0 ? [] : span.links.map(dumpLink),
+    resource: {
+      attributes: resourceAttributes(span.resource.attributes),
+      dropped_attributes_count: span.resource.droppedAttributesCount ?? 0,
+    },
+    scope: { name: span.scope.name, version: span.scope.version ?? null },
+  };
+}
+
+function dumpEvent(event: SpanEventInput): Record<string, unknown> {
+  return {
+    name: event.name,
+    timestamp: hrTimeToIso(event.time),
+    attributes: unflattenAttributes(event.attributes).root,
+    dropped_attributes_count: event.droppedAttributesCount ?? 0,
+  };
+}
+
+function dumpLink(link: SpanLinkInput): Record<string, unknown> {
+  return {
+    trace_id: link.traceId,
+    span_id: link.spanId,
+    trace_state: link.traceState ?? '',
+    attributes: unflattenAttributes(link.attributes).root,
+    dropped_attributes_count: link.droppedAttributesCount ?? 0,
+  };
+}
+
+function resourceAttributes(attributes: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> {
+  if (attributes === undefined || attributes === null) return {};
+  let unflattened = resourceCache.get(attributes);
+  if (unflattened === undefined) {
+    unflattened = unflattenAttributes(attributes).root;
+    resourceCache.set(attributes, unflattened);
+  }
+  return unflattened;
+}
+
+/**
+ * The call's `exception` (SPEC §3): for an ERROR status its message; if that is empty,
+ * `<exception.type>: <exception.message>` of the first `exception` event; else `"error"`.
+ * Undefined when the status is not ERROR.
+ */
+export function exceptionText(span: SpanInput): string | undefined {
+  if (span.status.code !== 'ERROR') return undefined;
+  const message = span.status.message;
+  if (typeof message === 'string' && message.length > 0) return message;
+  for (const event of span.events) {
+    if (event.name !== 'exception') continue;
+    const type = nonEmptyText(event.attributes?.['exception.type']);
+    const detail = nonEmptyText(event.attributes?.['exception.message']);
+    if (type !== undefined && detail !== undefined) return `${type}: ${detail}`;
+    const either = type ?? detail;
+    if (either !== undefined) return either;
+    break;
+  }
+  return 'error';
+}
+
+function nonEmptyText(value: unknown): string | undefined {
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
