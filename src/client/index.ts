@@ -1,0 +1,301 @@
+/**
+ * The typed client: one method per endpoint of the service (SPEC §2.1-2.6), over the same
+ * transport as the batcher.
+ *
+ * - Requests and answers are the wire types of `src/wire/*` (imported as types only: the client
+ *   never loads TypeBox or anything of the server).
+ * - A failed call throws a `CallbridgeHttpError` subclass (`AuthError`, `NotFoundError`,
+ *   `RequestRejectedError`, `RequestTooLargeError`, `ServerError`, `NetworkError`, `TimeoutError`,
+ *   `UnexpectedResponseError`) carrying `status`, `reason`, `errorCode`, `detail` and `url`.
+ * - No retries here, by design: whether a call may be repeated is the caller's decision (reads
+ *   can, a `feedback/create` without an id would create twice). Errors say `retryable` and
+ *   `retryAfterMs` so a caller can decide. The batcher, which knows its writes are idempotent,
+ *   retries on the transport's outcomes instead.
+ */
+import { Blob } from 'node:buffer';
+import { FormData } from 'undici';
+import { CallbridgeError, UnexpectedResponseError } from '../errors.js';
+import { resolveConnection, type ConnectionOptions } from '../options.js';
+import type {
+  Call,
+  CallEndReq,
+  CallEndRes,
+  CallReadReq,
+  CallReadRes,
+  CallStartReq,
+  CallStartRes,
+  CallUpdateReq,
+  CallUpsertBatchReq,
+  CallUpsertBatchRes,
+  CallsCompleteReq,
+  CallsDeleteReq,
+  CallsDeleteRes,
+  CallsQueryReq,
+} from '../wire/calls.js';
+import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackPurgeReq, FeedbackQueryReq, FeedbackQueryRes } from '../wire/feedback.js';
+import type { FileContentReq, FileCreateRes } from '../wire/files.js';
+import type { ObjCreateReq, ObjCreateRes, ObjQueryReq, ObjQueryRes, ObjReadReq, ObjReadRes } from '../wire/objects.js';
+import { classify } from './classify.js';
+import { JsonLinesError, parseJsonLines } from './jsonl.js';
+import { errorFromOutcome } from './outcome-error.js';
+import { createTransport, type ExchangeRequest, type HttpTransport } from './transport.js';
+
+/** Per-call options. */
+export interface RequestOptions {
+  /** Cancels the request; the call then rejects with a `NetworkError`. */
+  readonly signal?: AbortSignal;
+}
+
+/** Body of `callsComplete`: the `/v2/{entity}/{project}/calls/complete` path comes from `project_id`. */
+export interface CallsCompleteInput extends CallsCompleteReq {
+  readonly project_id: string;
+}
+
+/** Body of `fileCreate`: sent as `multipart/form-data` (field `project_id`, file part `file`). */
+export interface FileCreateInput {
+  readonly project_id: string;
+  /** File name of the part. @default 'file' */
+  readonly name?: string;
+  /** The bytes (a string is sent as its UTF-8 bytes). */
+  readonly content: Uint8Array | string | Blob;
+}
+
+/** `GET /health`. */
+export interface HealthRes {
+  readonly status: string;
+}
+
+/** `GET /server_info`. */
+export interface ServerInfoRes {
+  readonly trace_server_version?: string;
+  readonly [key: string]: unknown;
+}
+
+/** An empty answer (`{}`). */
+export type EmptyRes = Record<string, never>;
+
+/** One method per endpoint; every method rejects with a `CallbridgeHttpError` subclass on failure. */
+export interface CallbridgeClient {
+  /** Base URL the client talks to, as resolved (explicit option, then env, then default). */
+  readonly baseUrl: string;
+  /** `POST /call/start`: one call's start part. */
+  callStart(req: CallStartReq, options?: RequestOptions): Promise<CallStartRes>;
+  /** `POST /call/end`: one call's end part. */
+  callEnd(req: CallEndReq, options?: RequestOptions): Promise<CallEndRes>;
+  /** `POST /call/upsert_batch`: start and end parts, one result per item in order. */
+  callUpsertBatch(req: CallUpsertBatchReq, options?: RequestOptions): Promise<CallUpsertBatchRes>;
+  /** `POST /call/read`: `{call: null}` when there is no such call (not an error). */
+  callRead(req: CallReadReq, options?: RequestOptions): Promise<CallReadRes>;
+  /**
+   * `POST /calls/stream_query`: the calls one by one as the server streams them. The request is
+   * sent on the first `next()`; breaking out of the loop closes the response.
+   */
+  callsStreamQuery(req: CallsQueryReq, options?: RequestOptions): AsyncGenerator<Call, void, undefined>;
+  /** `callsStreamQuery` collected into an array. */
+  callsQuery(req: CallsQueryReq, options?: RequestOptions): Promise<Call[]>;
+  /** `POST /calls/delete`. */
+  callsDelete(req: CallsDeleteReq, options?: RequestOptions): Promise<CallsDeleteRes>;
+  /** `POST /call/update`: rename a call (`display_name`). */
+  callUpdate(req: CallUpdateReq, options?: RequestOptions): Promise<EmptyRes>;
+  /** `POST /v2/{entity}/{project}/calls/complete`: whole calls, for projects in complete mode. */
+  callsComplete(req: CallsCompleteInput, options?: RequestOptions): Promise<EmptyRes>;
+  /** `POST /obj/create`: store a value; the same value again returns the same digest. */
+  objCreate(req: ObjCreateReq, options?: RequestOptions): Promise<ObjCreateRes>;
+  /** `POST /obj/read`: throws `NotFoundError` when absent. */
+  objRead(req: ObjReadReq, options?: RequestOptions): Promise<ObjReadRes>;
+  /** `POST /objs/query`. */
+  objsQuery(req: ObjQueryReq, options?: RequestOptions): Promise<ObjQueryRes>;
+  /** `POST /feedback/create`. */
+  feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes>;
+  /** `POST /feedback/query`. */
+  feedbackQuery(req: FeedbackQueryReq, options?: RequestOptions): Promise<FeedbackQueryRes>;
+  /** `POST /feedback/purge`: delete by id. */
+  feedbackPurge(req: FeedbackPurgeReq, options?: RequestOptions): Promise<EmptyRes>;
+  /** `POST /file/create` (multipart): returns the digest of the bytes. */
+  fileCreate(req: FileCreateInput, options?: RequestOptions): Promise<FileCreateRes>;
+  /** `POST /file/content`: the bytes; throws `NotFoundError` when absent. */
+  fileContent(req: FileContentReq, options?: RequestOptions): Promise<Uint8Array>;
+  /** `GET /health` (sent without credentials). */
+  health(options?: RequestOptions): Promise<HealthRes>;
+  /** `GET /server_info`. */
+  serverInfo(options?: RequestOptions): Promise<ServerInfoRes>;
+  /** Close the connection pool. Idempotent; calls after it reject with a `NetworkError`. */
+  close(): Promise<void>;
+}
+
+/**
+ * A typed client for the service at `options.baseUrl` (or `CALLBRIDGE_BASE_URL`, ...; see
+ * `ConnectionOptions`). Throws `InvalidOptionError` for a bad option.
+ *
+ * @example
+ * const client = createClient({ baseUrl: server.url, username: 'dev', password: 'pw' });
+ * const { call } = await client.callRead({ project_id: 'acme/demo', id });
+ * for await (const c of client.callsStreamQuery({ project_id: 'acme/demo', limit: 10 })) console.log(c.op_name);
+ * await client.close();
+ */
+export function createClient(options: ConnectionOptions = {}): CallbridgeClient {
+  return new TypedClient(createTransport(resolveConnection(options)));
+}
+
+class TypedClient implements CallbridgeClient {
+  readonly #transport: HttpTransport;
+
+  constructor(transport: HttpTransport) {
+    this.#transport = transport;
+  }
+
+  get baseUrl(): string {
+    return this.#transport.baseUrl;
+  }
+
+  callStart(req: CallStartReq, options?: RequestOptions): Promise<CallStartRes> {
+    return this.#postJson('/call/start', req, options);
+  }
+
+  callEnd(req: CallEndReq, options?: RequestOptions): Promise<CallEndRes> {
+    return this.#postJson('/call/end', req, options);
+  }
+
+  callUpsertBatch(req: CallUpsertBatchReq, options?: RequestOptions): Promise<CallUpsertBatchRes> {
+    return this.#postJson('/call/upsert_batch', req, options);
+  }
+
+  callRead(req: CallReadReq, options?: RequestOptions): Promise<CallReadRes> {
+    return this.#postJson('/call/read', req, options);
+  }
+
+  async *callsStreamQuery(req: CallsQueryReq, options?: RequestOptions): AsyncGenerator<Call, void, undefined> {
+    const path = '/calls/stream_query';
+    const url = this.#url(path);
+    const result = await this.#transport.exchange(this.#jsonRequest(path, req, options), (body) => body);
+    if (result.kind !== 'ok') throw errorFromOutcome(result, url);
+    const body = result.value;
+    try {
+      for await (const value of parseJsonLines(body)) {
+        if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+          throw new UnexpectedResponseError({ url, status: result.status, reason: 'a line of the stream is not a call object' });
+        }
+        yield value as Call;
+      }
+    } catch (error) {
+      if (error instanceof UnexpectedResponseError) throw error;
+      if (error instanceof JsonLinesError) throw new UnexpectedResponseError({ url, status: result.status, reason: error.message, cause: error });
+      // The socket broke (or timed out) mid-stream: the same classification as any send.
+      throw errorFromOutcome(classify({ error, status: result.status }, { url, username: this.#transport.username }), url);
+    } finally {
+      // A consumer that stops early leaves the rest unread: release the connection.
+      body.destroy();
+    }
+  }
+
+  async callsQuery(req: CallsQueryReq, options?: RequestOptions): Promise<Call[]> {
+    const calls: Call[] = [];
+    for await (const call of this.callsStreamQuery(req, options)) calls.push(call);
+    return calls;
+  }
+
+  callsDelete(req: CallsDeleteReq, options?: RequestOptions): Promise<CallsDeleteRes> {
+    return this.#postJson('/calls/delete', req, options);
+  }
+
+  callUpdate(req: CallUpdateReq, options?: RequestOptions): Promise<EmptyRes> {
+    return this.#postJson('/call/update', req, options);
+  }
+
+  async callsComplete(req: CallsCompleteInput, options?: RequestOptions): Promise<EmptyRes> {
+    const { project_id: projectId, ...body } = req;
+    return this.#postJson(completePath(projectId), body, options);
+  }
+
+  objCreate(req: ObjCreateReq, options?: RequestOptions): Promise<ObjCreateRes> {
+    return this.#postJson('/obj/create', req, options);
+  }
+
+  objRead(req: ObjReadReq, options?: RequestOptions): Promise<ObjReadRes> {
+    return this.#postJson('/obj/read', req, options);
+  }
+
+  objsQuery(req: ObjQueryReq, options?: RequestOptions): Promise<ObjQueryRes> {
+    return this.#postJson('/objs/query', req, options);
+  }
+
+  feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes> {
+    return this.#postJson('/feedback/create', req, options);
+  }
+
+  feedbackQuery(req: FeedbackQueryReq, options?: RequestOptions): Promise<FeedbackQueryRes> {
+    return this.#postJson('/feedback/query', req, options);
+  }
+
+  feedbackPurge(req: FeedbackPurgeReq, options?: RequestOptions): Promise<EmptyRes> {
+    return this.#postJson('/feedback/purge', req, options);
+  }
+
+  async fileCreate(req: FileCreateInput, options?: RequestOptions): Promise<FileCreateRes> {
+    const form = new FormData();
+    form.append('project_id', req.project_id);
+    const content = req.content instanceof Blob ? req.content : new Blob([req.content]);
+    form.append('file', content, req.name ?? 'file');
+    return this.#send({ path: '/file/create', body: form, ...signalOf(options) });
+  }
+
+  async fileContent(req: FileContentReq, options?: RequestOptions): Promise<Uint8Array> {
+    const path = '/file/content';
+    const result = await this.#transport.exchange(this.#jsonRequest(path, req, options), (body) => body.bytes());
+    if (result.kind !== 'ok') throw errorFromOutcome(result, this.#url(path));
+    return result.value;
+  }
+
+  health(options?: RequestOptions): Promise<HealthRes> {
+    return this.#send({ method: 'GET', path: '/health', authenticate: false, ...signalOf(options) });
+  }
+
+  serverInfo(options?: RequestOptions): Promise<ServerInfoRes> {
+    return this.#send({ method: 'GET', path: '/server_info', ...signalOf(options) });
+  }
+
+  close(): Promise<void> {
+    return this.#transport.close();
+  }
+
+  // async so that a body JSON.stringify cannot serialise (a cycle, a bigint) rejects instead of throwing.
+  async #postJson<T>(path: string, body: unknown, options: RequestOptions | undefined): Promise<T> {
+    return this.#send(this.#jsonRequest(path, body, options));
+  }
+
+  #jsonRequest(path: string, body: unknown, options: RequestOptions | undefined): ExchangeRequest {
+    return { path, body: JSON.stringify(body), ...signalOf(options) };
+  }
+
+  /** Send, and return the JSON object the endpoint answers, or throw what went wrong. */
+  async #send<T>(request: ExchangeRequest): Promise<T> {
+    const url = this.#url(request.path);
+    const outcome = await this.#transport.request(request);
+    if (outcome.kind !== 'ok') throw errorFromOutcome(outcome, url);
+    if (outcome.bodyError !== undefined) throw new UnexpectedResponseError({ url, status: outcome.status, reason: outcome.bodyError });
+    // Every JSON endpoint answers an object; anything else means we are not talking to the service.
+    if (outcome.body === null || typeof outcome.body !== 'object' || Array.isArray(outcome.body)) {
+      throw new UnexpectedResponseError({ url, status: outcome.status, reason: `expected a JSON object, got ${JSON.stringify(outcome.body) ?? 'nothing'}` });
+    }
+    return outcome.body as T;
+  }
+
+  #url(path: string): string {
+    return this.#transport.baseUrl + path;
+  }
+}
+
+/** `/v2/{entity}/{project}/calls/complete`, each segment percent-encoded. */
+function completePath(projectId: string): string {
+  const slash = projectId.indexOf('/');
+  const entity = projectId.slice(0, slash);
+  const project = projectId.slice(slash + 1);
+  if (slash <= 0 || project === '') {
+    throw new CallbridgeError(`project_id must be "entity/project", got ${JSON.stringify(projectId)}`, 'CALLBRIDGE_INVALID_PROJECT_ID');
+  }
+  return `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
+}
+
+function signalOf(options: RequestOptions | undefined): { signal?: AbortSignal } {
+  return options?.signal === undefined ? {} : { signal: options.signal };
+}

@@ -1,0 +1,252 @@
+/**
+ * The low-level send path shared by the typed client and the batcher: one undici `Pool` per
+ * service, keep-alive, Basic auth computed once. `post` never throws: every HTTP status and socket
+ * error is classified in one place (`classify.ts`) into the outcomes below (STYLE practice 2).
+ *
+ * Timeout: `requestTimeoutMs` bounds the whole exchange, from the request until the response body
+ * is read (undici's own `headersTimeout`/`bodyTimeout` only bound the gaps). For a response handed
+ * back unread (`exchange` with a streaming reader) the timer stops at the headers and undici's
+ * `bodyTimeout` (same value) bounds each pause in the body instead, so a slow consumer of a long
+ * stream is not cut off.
+ *
+ * The early 413 (SPEC §4.6): a server may answer 413 on seeing `Content-Length` and close the
+ * socket while we are still writing the body. undici parses an answer that arrives before the
+ * socket error; when the body of such an answer is then cut short, we keep the status and what
+ * arrived of the body rather than reporting the socket error.
+ */
+import { Pool } from 'undici';
+import type { Dispatcher, FormData } from 'undici';
+import type { ResolvedConnection } from '../options.js';
+import { ABORTED_CODE, TIMEOUT_CODE, classify, type ClassifyContext } from './classify.js';
+
+export type SendOutcome =
+  /**
+   * 2xx. `body` is the parsed JSON response (or undefined for an empty body). `bodyError` is set
+   * when the body was not JSON (the request still succeeded).
+   */
+  | { readonly kind: 'ok'; readonly status: number; readonly body: unknown; readonly bodyError?: string }
+  /**
+   * 408, 429, 500, 502, 503, 504, timeouts, network errors. `afterMs` from `Retry-After`; `status`
+   * when the server answered; `code` and `cause` for socket errors (`ECONNRESET`, `CALLBRIDGE_TIMEOUT`).
+   */
+  | {
+      readonly kind: 'retry';
+      readonly status?: number;
+      readonly afterMs?: number;
+      readonly reason: string;
+      readonly code?: string;
+      readonly cause?: unknown;
+    }
+  /** 413, including the early answer a server sends before reading the body. */
+  | { readonly kind: 'split'; readonly status: 413; readonly reason: string }
+  /**
+   * Any other 4xx (and 5xx outside the retry list): the server refused the content. `detail` is a
+   * 422's detail list. Status 0 with `code`/`cause`: the request could not be made at all and no
+   * retry can fix that (transport closed, invalid request, TLS certificate errors).
+   */
+  | {
+      readonly kind: 'reject';
+      readonly status: number;
+      readonly reason: string;
+      readonly errorCode?: string;
+      readonly detail?: unknown;
+      readonly code?: string;
+      readonly cause?: unknown;
+    }
+  /** 401/403: not retried. `reason` names the URL and the user. */
+  | { readonly kind: 'auth'; readonly status: 401 | 403; readonly reason: string };
+
+/** Every outcome but `ok`. */
+export type FailedOutcome = Exclude<SendOutcome, { readonly kind: 'ok' }>;
+
+export interface Transport {
+  /** POST a ready JSON body to `baseUrl + path`. Never throws; never rejects. */
+  post(path: string, body: string | Uint8Array, options?: { readonly signal?: AbortSignal }): Promise<SendOutcome>;
+  /** Close the connection pool. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** The body of a 2xx response as undici hands it over (an async iterable of chunks with readers). */
+export type ResponseBody = Dispatcher.ResponseData['body'];
+
+/** One request of any shape, for the endpoints that are not JSON in, JSON out. */
+export interface ExchangeRequest {
+  /** @default 'POST' */
+  readonly method?: 'GET' | 'POST';
+  /** Path under the base URL, starting with `/`. */
+  readonly path: string;
+  /** JSON text/bytes (sent as `application/json`) or a multipart form (undici sets its type). */
+  readonly body?: string | Uint8Array | FormData;
+  /** Send the Basic auth header. `GET /health` is the one endpoint without. @default true */
+  readonly authenticate?: boolean;
+  readonly signal?: AbortSignal;
+}
+
+/** A 2xx whose body went through the caller's reader. */
+export interface Exchanged<T> {
+  readonly kind: 'ok';
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly value: T;
+}
+
+/** The transport the typed client uses: `Transport` plus requests of any shape. */
+export interface HttpTransport extends Transport {
+  /** `baseUrl` as resolved, without a trailing slash. */
+  readonly baseUrl: string;
+  readonly username: string;
+  /** Like `post`, for any request shape (GET, multipart, no auth): the 2xx body parsed as JSON. */
+  request(request: ExchangeRequest): Promise<SendOutcome>;
+  /**
+   * Send `request`; on a 2xx, hand the open body to `read2xx` (under the request timeout) and return
+   * what it returns. Never rejects: anything else, including `read2xx` throwing, is a failed outcome.
+   */
+  exchange<T>(request: ExchangeRequest, read2xx: (body: ResponseBody) => Promise<T> | T): Promise<Exchanged<T> | FailedOutcome>;
+}
+
+/** Most bytes of an error response we keep: reasons are short, a hostile server's body need not be. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * Open a keep-alive connection pool to `connection.baseUrl`.
+ *
+ * @example
+ * const transport = createTransport(resolveConnection({ baseUrl: server.url, username: 'dev', password: 'pw' }));
+ * const outcome = await transport.post('/call/upsert_batch', JSON.stringify({ batch }));
+ * if (outcome.kind === 'retry') setTimeout(resend, outcome.afterMs ?? backoff);
+ * await transport.close();
+ */
+export function createTransport(connection: ResolvedConnection): HttpTransport {
+  return new PoolTransport(connection);
+}
+
+class PoolTransport implements HttpTransport {
+  readonly baseUrl: string;
+  readonly username: string;
+  readonly #pool: Pool;
+  /** Path of the base URL (`https://host/prefix` -> `/prefix`), put before every request path. */
+  readonly #pathPrefix: string;
+  readonly #authorization: string | undefined;
+  readonly #timeoutMs: number;
+  #closing: Promise<void> | undefined;
+
+  constructor(connection: ResolvedConnection) {
+    const base = new URL(connection.baseUrl);
+    this.baseUrl = connection.baseUrl.replace(/\/+$/, '');
+    this.username = connection.username;
+    this.#pathPrefix = base.pathname.replace(/\/+$/, '');
+    this.#timeoutMs = connection.requestTimeoutMs;
+    // Computed once: base64 of the same credentials on every request is wasted work.
+    this.#authorization =
+      connection.username === '' && connection.password === ''
+        ? undefined
+        : `Basic ${Buffer.from(`${connection.username}:${connection.password}`, 'utf8').toString('base64')}`;
+    this.#pool = new Pool(base.origin, {
+      connections: connection.connections,
+      headersTimeout: connection.requestTimeoutMs,
+      bodyTimeout: connection.requestTimeoutMs,
+      connect: { timeout: connection.requestTimeoutMs },
+    });
+  }
+
+  post(path: string, body: string | Uint8Array, options?: { readonly signal?: AbortSignal }): Promise<SendOutcome> {
+    return this.request(options?.signal === undefined ? { path, body } : { path, body, signal: options.signal });
+  }
+
+  async request(request: ExchangeRequest): Promise<SendOutcome> {
+    const result = await this.exchange(request, (responseBody) => responseBody.text());
+    if (result.kind !== 'ok') return result;
+    return classify({ status: result.status, headers: result.headers, body: result.value }, this.#context(request.path));
+  }
+
+  async exchange<T>(
+    request: ExchangeRequest,
+    read2xx: (body: ResponseBody) => Promise<T> | T,
+  ): Promise<Exchanged<T> | FailedOutcome> {
+    const context = this.#context(request.path);
+    const callerSignal = request.signal;
+    if (callerSignal?.aborted) return classify({ error: codedError(ABORTED_CODE, 'request aborted by the caller') }, context);
+    // One controller, aborted with a coded reason by whichever comes first: our timer or the caller.
+    // (Not AbortSignal.any: a long-lived caller signal, such as a batcher's shutdown signal, would
+    // collect one dependent signal per request.)
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(codedError(TIMEOUT_CODE, 'request timed out')), this.#timeoutMs);
+    // The pool's sockets keep the process alive while a request runs; this timer need not.
+    timer.unref();
+    const onCallerAbort = (): void => controller.abort(codedError(ABORTED_CODE, 'request aborted by the caller'));
+    callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
+    let status: number | undefined;
+    let body: ResponseBody | undefined;
+    try {
+      const response = await this.#pool.request({
+        method: request.method ?? 'POST',
+        path: this.#pathPrefix + request.path,
+        headers: this.#headers(request),
+        body: request.body ?? null,
+        signal: controller.signal,
+      });
+      status = response.statusCode;
+      body = response.body;
+      if (status < 200 || status >= 300) {
+        const text = await readCapped(response.body, MAX_ERROR_BODY_BYTES);
+        // Not a 2xx, so never 'ok'.
+        return classify({ status, headers: response.headers, body: text }, context) as FailedOutcome;
+      }
+      const value = await read2xx(response.body);
+      return { kind: 'ok', status, headers: response.headers, value };
+    } catch (error) {
+      body?.destroy();
+      const cause: unknown = controller.signal.aborted ? controller.signal.reason : error;
+      return classify(status === undefined ? { error: cause } : { error: cause, status }, context);
+    } finally {
+      clearTimeout(timer);
+      // A body handed back unread stays cancellable by the caller until it closes.
+      if (callerSignal !== undefined) {
+        const detach = (): void => callerSignal.removeEventListener('abort', onCallerAbort);
+        if (body !== undefined && !body.destroyed) body.once('close', detach);
+        else detach();
+      }
+    }
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#pool.close();
+    return this.#closing;
+  }
+
+  #headers(request: ExchangeRequest): Record<string, string> {
+    const headers: Record<string, string> = {};
+    if (this.#authorization !== undefined && request.authenticate !== false) headers.authorization = this.#authorization;
+    if (typeof request.body === 'string' || request.body instanceof Uint8Array) headers['content-type'] = 'application/json';
+    return headers;
+  }
+
+  #context(path: string): ClassifyContext {
+    return { url: this.baseUrl + path, username: this.username };
+  }
+}
+
+/**
+ * Read at most `maxBytes` of an error body. A body cut short by the server closing the socket
+ * (the early 413) keeps what arrived: the status already says what happened.
+ */
+async function readCapped(body: ResponseBody, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      chunks.push(chunk.subarray(0, maxBytes - size));
+      size += chunk.length;
+      if (size >= maxBytes) break;
+    }
+  } catch {
+    // The socket closed under the body; what we have is what the server managed to say.
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function codedError(code: string, message: string, cause?: unknown): Error & { code: string } {
+  return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code });
+}
