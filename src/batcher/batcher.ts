@@ -1,0 +1,601 @@
+/**
+ * The delivery engine of SPEC §4: a bounded queue of records (ended spans), turned into
+ * `call/upsert_batch` requests only when a send slot frees, with retries, splitting and complete
+ * mode. Records stay unmapped and unserialised until their batch is built: `add()` is O(1) and
+ * does no JSON work (STYLE "data should travel the shortest way").
+ *
+ * One record is one call: a start item and an end item (upsert mode) or one completed call
+ * (complete mode). A record's items always travel together (SPEC §3: start and end in the same
+ * batch), so a `maxBatchItems` of 1 still carries one record's two items.
+ */
+import { context, diag } from '@opentelemetry/api';
+import { suppressTracing } from '@opentelemetry/core';
+import PQueue from 'p-queue';
+import type { SendOutcome, Transport } from '../client/transport.js';
+import type { ResolvedDelivery } from '../options.js';
+import { nextDelay } from './backoff.js';
+import { DropReporter, type DeliveryStats, type DropReason } from './stats.js';
+import { truncateLargestStrings } from './truncate.js';
+
+/** How the batcher turns a record into wire items. Supplied by the exporter (mapping lives there). */
+export interface RecordCodec<T> {
+  /**
+   * A cheap guess of the record's JSON size in bytes, taken at `add()` time for queue bounding
+   * (`maxQueueBytes`). It is replaced by the exact size when the record is serialised.
+   */
+  estimateBytes(record: T): number;
+  /** The record as `call/upsert_batch` items (start first, then end). */
+  toUpsertItems(record: T): readonly unknown[];
+  /** The record as one `calls/complete` entry (complete-mode projects). */
+  toCompletedCall(record: T): unknown;
+}
+
+export interface BatcherOptions<T> extends ResolvedDelivery {
+  /** `entity/project`: names the complete-mode endpoint. */
+  readonly projectId: string;
+  /** Where requests go (named in the one error about refused credentials). */
+  readonly baseUrl: string;
+  readonly username: string;
+  readonly transport: Transport;
+  readonly codec: RecordCodec<T>;
+  /** Source of jitter; tests pass a fixed one. @default Math.random */
+  readonly random?: () => number;
+  /** How often drops are reported through `diag`. @default DROP_REPORT_INTERVAL_MS */
+  readonly dropReportIntervalMs?: number;
+}
+
+/** The batcher as the exporter sees it. */
+export interface Batcher<T> {
+  /** Queue one record; `false` when it was dropped (queue full, or after shutdown). Never throws. */
+  add(record: T): boolean;
+  /** Resolve once every record added before this call is delivered or dropped. Never rejects. */
+  forceFlush(): Promise<void>;
+  /** Flush (bounded by `shutdownTimeoutMs`), drop what is left as `shutdown`, close the pool. Idempotent. */
+  shutdown(): Promise<void>;
+  stats(): DeliveryStats;
+}
+
+/** The service's answer that asks for `/v2/{entity}/{project}/calls/complete` (SPEC §2.1). */
+export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
+
+/** `{"batch":[` + `]}`: the bytes every request body carries besides its items. */
+const ENVELOPE_BYTES = '{"batch":[]}'.length;
+
+/**
+ * After a single record still gets a 413, its strings are cut so the record shrinks to this
+ * fraction of its size before the one last attempt: the server's limit is unknown, so aim well
+ * under what it refused rather than creep towards it one request at a time.
+ */
+const SHRINK_AFTER_413 = 0.25;
+
+/** After the shutdown timeout aborts requests, how long to wait for them to unwind. */
+const ABORT_GRACE_MS = 1000;
+
+type Mode = 'upsert' | 'complete';
+
+interface Entry<T> {
+  readonly record: T;
+  /** Order of arrival: what `forceFlush` waits for is "every seq up to now". */
+  readonly seq: number;
+  state: 'queued' | 'inFlight' | 'settled';
+  /** Bytes this record holds against `maxQueueBytes`: estimated, then exact once serialised. */
+  bytes: number;
+  /** The record's items as JSON texts, built once, in `mode`. */
+  texts: string[] | undefined;
+  mode: Mode | undefined;
+  /** Whether its strings were already cut after a 413 (only one more attempt is allowed). */
+  shrunkAfter413: boolean;
+}
+
+interface FlushWaiter {
+  readonly lastSeq: number;
+  remaining: number;
+  readonly resolve: () => void;
+}
+
+/**
+ * Build the batcher for one project. See SPEC §4 for the guarantees; each is tested in
+ * `test/batcher/`.
+ *
+ * @example
+ * const batcher = createBatcher({ ...resolveDelivery(), projectId: 'acme/demo', baseUrl, username,
+ *   transport: createTransport(connection), codec });
+ * batcher.add(span);
+ * await batcher.forceFlush();
+ */
+export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
+  return new QueueBatcher(options);
+}
+
+class QueueBatcher<T> implements Batcher<T> {
+  readonly #options: BatcherOptions<T>;
+  readonly #random: () => number;
+  readonly #completePath: string;
+  readonly #sendSlots: PQueue;
+  readonly #reporter: DropReporter;
+  readonly #abort = new AbortController();
+
+  /** FIFO of queued records: an array read from `#head`, compacted now and then (amortised O(1)). */
+  #pending: Array<Entry<T>> = [];
+  #head = 0;
+  #pendingBytes = 0;
+  #heldBytes = 0;
+  #inFlight = 0;
+  readonly #inFlightBatches = new Set<Array<Entry<T>>>();
+
+  #seq = 0;
+  #mode: Mode = 'upsert';
+  #waitingTasks = 0;
+  #flushTimer: ReturnType<typeof setTimeout> | undefined;
+  #timerDue = false;
+  #waiters: FlushWaiter[] = [];
+  #closing = false;
+  #shutdownPromise: Promise<void> | undefined;
+  #authReported = false;
+
+  #delivered = 0;
+  #retried = 0;
+  #batchesSent = 0;
+  readonly #dropped: Record<DropReason, number> = {
+    queue_full: 0,
+    rejected: 0,
+    auth: 0,
+    retries_exhausted: 0,
+    too_large: 0,
+    shutdown: 0,
+  };
+
+  constructor(options: BatcherOptions<T>) {
+    this.#options = options;
+    this.#random = options.random ?? Math.random;
+    const [entity = '', project = ''] = options.projectId.split('/');
+    this.#completePath = `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
+    this.#sendSlots = new PQueue({ concurrency: options.concurrency });
+    this.#reporter = new DropReporter(options.dropReportIntervalMs);
+  }
+
+  add(record: T): boolean {
+    if (this.#closing) {
+      this.#countDrop('shutdown', 1, 'the exporter was shut down');
+      return false;
+    }
+    let estimate: number;
+    try {
+      estimate = Math.max(1, Math.ceil(this.#options.codec.estimateBytes(record)));
+    } catch {
+      // A record we cannot even measure is charged as a full batch: bounded, never unbounded.
+      estimate = this.#options.maxBatchBytes;
+    }
+    if (this.#heldBytes + estimate > this.#options.maxQueueBytes) {
+      this.#countDrop('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
+      return false;
+    }
+    this.#seq += 1;
+    this.#pending.push({
+      record,
+      seq: this.#seq,
+      state: 'queued',
+      bytes: estimate,
+      texts: undefined,
+      mode: undefined,
+      shrunkAfter413: false,
+    });
+    this.#pendingBytes += estimate;
+    this.#heldBytes += estimate;
+    if (this.#flushTimer === undefined && !this.#timerDue) this.#startFlushTimer();
+    this.#pump();
+    return true;
+  }
+
+  forceFlush(): Promise<void> {
+    const unsettled = this.#pendingCount() + this.#inFlight;
+    if (unsettled === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#waiters.push({ lastSeq: this.#seq, remaining: unsettled, resolve });
+      this.#pump();
+    });
+  }
+
+  shutdown(): Promise<void> {
+    this.#shutdownPromise ??= this.#close().catch((error: unknown) => {
+      diag.error(`callbridge: shutdown failed: ${describeError(error)}`);
+    });
+    return this.#shutdownPromise;
+  }
+
+  stats(): DeliveryStats {
+    return {
+      queued: this.#pendingCount(),
+      queuedBytes: this.#heldBytes,
+      inFlight: this.#inFlight,
+      delivered: this.#delivered,
+      retried: this.#retried,
+      batchesSent: this.#batchesSent,
+      dropped: { ...this.#dropped },
+    };
+  }
+
+  // ---- scheduling -------------------------------------------------------------------------
+
+  #pendingCount(): number {
+    return this.#pending.length - this.#head;
+  }
+
+  #itemsPerRecord(): number {
+    return this.#mode === 'upsert' ? 2 : 1;
+  }
+
+  /** A batch should go now: full by count or bytes, its first record's interval passed, or a flush. */
+  #isDue(): boolean {
+    const count = this.#pendingCount();
+    if (count === 0) return false;
+    return (
+      this.#timerDue ||
+      this.#closing ||
+      this.#waiters.length > 0 ||
+      count * this.#itemsPerRecord() >= this.#options.maxBatchItems ||
+      this.#pendingBytes >= this.#options.maxBatchBytes
+    );
+  }
+
+  /**
+   * Keep at most one send task waiting for a slot. The batch is built when the task starts (a
+   * slot is free), not when it is queued, so a burst never turns into a pile of pre-built bodies;
+   * each starting task calls `#pump` again, so up to `concurrency` batches run side by side.
+   */
+  #pump(): void {
+    if (this.#waitingTasks > 0 || !this.#isDue()) return;
+    this.#waitingTasks += 1;
+    this.#sendSlots.add(() => this.#runSendTask()).catch((error: unknown) => {
+      diag.error(`callbridge: internal error in a send task: ${describeError(error)}`);
+    });
+  }
+
+  #startFlushTimer(): void {
+    this.#flushTimer = setTimeout(() => {
+      this.#flushTimer = undefined;
+      this.#timerDue = true;
+      this.#pump();
+    }, this.#options.flushIntervalMs);
+    this.#flushTimer.unref?.();
+  }
+
+  async #runSendTask(): Promise<void> {
+    this.#waitingTasks -= 1;
+    // Another task may have taken what made this one due; then wait for the timer or the next add.
+    if (!this.#isDue()) return;
+    const batch = this.#takeBatch();
+    this.#pump();
+    if (batch.length === 0) return;
+    this.#inFlightBatches.add(batch);
+    try {
+      await this.#deliver(batch);
+    } catch (error) {
+      // A rejected promise here is a bug of ours; the records must still be accounted for.
+      diag.error(`callbridge: internal error while delivering a batch: ${describeError(error)}`);
+      this.#settle(batch, 'rejected', `internal error: ${describeError(error)}`);
+    } finally {
+      this.#inFlightBatches.delete(batch);
+    }
+  }
+
+  /** Take the next batch off the queue: as many records as fit `maxBatchItems` and `maxBatchBytes`. */
+  #takeBatch(): Array<Entry<T>> {
+    const { maxBatchItems, maxBatchBytes } = this.#options;
+    const batch: Array<Entry<T>> = [];
+    let items = 0;
+    let bytes = ENVELOPE_BYTES;
+    while (this.#pendingCount() > 0) {
+      const entry = this.#pending[this.#head] as Entry<T>;
+      if (!this.#serialise(entry)) {
+        this.#shift();
+        continue;
+      }
+      if (batch.length === 0 && ENVELOPE_BYTES + this.#wireBytes(entry) > maxBatchBytes) {
+        // One record larger than a whole batch: cut it to fit, or give it up; never let it block the queue.
+        if (!this.#shrink(entry, maxBatchBytes - ENVELOPE_BYTES)) {
+          this.#shift();
+          this.#finish(entry, 'too_large', `one span is over maxBatchBytes (${maxBatchBytes}) even with its strings cut`);
+          continue;
+        }
+      }
+      const texts = entry.texts as string[];
+      const entryBytes = this.#wireBytes(entry);
+      if (batch.length > 0 && (items + texts.length > maxBatchItems || bytes + entryBytes > maxBatchBytes)) break;
+      this.#shift();
+      entry.state = 'inFlight';
+      this.#pendingBytes -= entry.bytes;
+      this.#inFlight += 1;
+      batch.push(entry);
+      items += texts.length;
+      bytes += entryBytes;
+    }
+    if (this.#pendingCount() === 0) {
+      // Everything queued is on its way: the interval starts again with the next record.
+      this.#timerDue = false;
+      if (this.#flushTimer !== undefined) clearTimeout(this.#flushTimer);
+      this.#flushTimer = undefined;
+    }
+    return batch;
+  }
+
+  #shift(): void {
+    this.#head += 1;
+    if (this.#head >= 1024 && this.#head * 2 >= this.#pending.length) {
+      this.#pending = this.#pending.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  // ---- serialising ------------------------------------------------------------------------
+
+  /** Bytes of the record's items in a body, one separating comma each (an upper bound). */
+  #wireBytes(entry: Entry<T>): number {
+    return entry.bytes + (entry.texts?.length ?? 0);
+  }
+
+  /**
+   * Map and stringify the record for the current mode, once (again only after a mode switch).
+   * A record that cannot be serialised is dropped as `rejected`; false then.
+   */
+  #serialise(entry: Entry<T>): boolean {
+    if (entry.texts !== undefined && entry.mode === this.#mode) return true;
+    const mode = this.#mode;
+    try {
+      const { codec } = this.#options;
+      const items = mode === 'upsert' ? codec.toUpsertItems(entry.record) : [codec.toCompletedCall(entry.record)];
+      const texts = items.map((item) => {
+        const text = JSON.stringify(item) as string | undefined;
+        if (typeof text !== 'string') throw new TypeError('an item is not JSON');
+        return text;
+      });
+      this.#setTexts(entry, texts, mode);
+      return true;
+    } catch (error) {
+      this.#finish(entry, 'rejected', `a span could not be serialised: ${describeError(error)}`);
+      return false;
+    }
+  }
+
+  #setTexts(entry: Entry<T>, texts: string[], mode: Mode): void {
+    let bytes = 0;
+    for (const text of texts) bytes += Buffer.byteLength(text);
+    const change = bytes - entry.bytes;
+    this.#heldBytes += change;
+    if (entry.state === 'queued') this.#pendingBytes += change;
+    entry.bytes = bytes;
+    entry.texts = texts;
+    entry.mode = mode;
+  }
+
+  /** Cut the record's largest strings so its items fit `maxBytes` of body; false if impossible. */
+  #shrink(entry: Entry<T>, maxBytes: number): boolean {
+    const texts = entry.texts;
+    if (texts === undefined || entry.mode === undefined) return false;
+    const items = texts.map((text) => JSON.parse(text) as unknown);
+    // The array's brackets and commas are the same bytes the body spends on this record.
+    const cut = truncateLargestStrings(items, maxBytes);
+    if (cut === undefined) return false;
+    this.#setTexts(
+      entry,
+      cut.map((item) => JSON.stringify(item)),
+      entry.mode,
+    );
+    return true;
+  }
+
+  #body(batch: ReadonlyArray<Entry<T>>): string {
+    const texts: string[] = [];
+    for (const entry of batch) for (const text of entry.texts as string[]) texts.push(text);
+    return `{"batch":[${texts.join(',')}]}`;
+  }
+
+  // ---- sending ----------------------------------------------------------------------------
+
+  /**
+   * Deliver one batch to the end: sent, split, retried, switched to complete mode, or dropped with
+   * a reason. Holds its send slot throughout, including backoff, so an outage makes batches wait
+   * in the queue (bounded by `maxQueueBytes`) instead of multiplying requests.
+   */
+  async #deliver(initial: Array<Entry<T>>): Promise<void> {
+    let batch = initial;
+    const startedAt = Date.now();
+    let attempt = 0;
+    for (;;) {
+      if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+      const mode = this.#mode;
+      // The mode may have changed while this batch waited: re-serialise what was built for the other.
+      batch = batch.filter((entry) => this.#serialise(entry));
+      if (batch.length === 0) return;
+      const outcome = await this.#post(mode, this.#body(batch));
+      if (outcome.kind !== 'ok' && this.#abort.signal.aborted) {
+        return this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+      }
+      switch (outcome.kind) {
+        case 'ok':
+          this.#batchesSent += 1;
+          return this.#settle(batch, 'delivered');
+        case 'retry': {
+          attempt += 1;
+          const delay = nextDelay(attempt, outcome.afterMs, this.#random);
+          if (Date.now() + delay - startedAt > this.#options.maxRetryMs) {
+            return this.#settle(batch, 'retries_exhausted', outcome.reason);
+          }
+          this.#retried += 1;
+          await this.#sleep(delay);
+          continue;
+        }
+        case 'split': {
+          if (batch.length > 1) return this.#deliverHalves(batch);
+          const [entry] = batch as [Entry<T>];
+          if (!entry.shrunkAfter413) {
+            entry.shrunkAfter413 = true;
+            if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413))) continue;
+          }
+          return this.#settle(batch, 'too_large', outcome.reason);
+        }
+        case 'auth':
+          this.#reportAuthOnce(outcome);
+          return this.#settle(batch, 'auth', outcome.reason);
+        case 'reject':
+          if (outcome.errorCode === COMPLETE_MODE_REQUIRED && mode === 'upsert') {
+            this.#switchToCompleteMode();
+            continue;
+          }
+          if (batch.length > 1) return this.#deliverHalves(batch);
+          return this.#settle(batch, 'rejected', outcome.reason);
+      }
+    }
+  }
+
+  /** 413 or 400/422 on several records: each half on its own finds the records at fault. */
+  async #deliverHalves(batch: Array<Entry<T>>): Promise<void> {
+    const middle = Math.ceil(batch.length / 2);
+    await this.#deliver(batch.slice(0, middle));
+    await this.#deliver(batch.slice(middle));
+  }
+
+  async #post(mode: Mode, body: string): Promise<SendOutcome> {
+    const path = mode === 'upsert' ? '/call/upsert_batch' : this.#completePath;
+    const signal = this.#abort.signal;
+    try {
+      // Our own requests must not become spans (SPEC §4.12), e.g. under an undici/http instrumentation.
+      return await context.with(suppressTracing(context.active()), () =>
+        this.#options.transport.post(path, body, { signal }),
+      );
+    } catch (error) {
+      // The transport promises never to throw; if it does anyway, treat it like a network error.
+      return { kind: 'retry', reason: `transport error: ${describeError(error)}` };
+    }
+  }
+
+  #switchToCompleteMode(): void {
+    if (this.#mode === 'complete') return;
+    this.#mode = 'complete';
+    diag.info(`callbridge: project ${this.#options.projectId} requires complete mode; sending to ${this.#completePath}`);
+  }
+
+  #reportAuthOnce(outcome: Extract<SendOutcome, { kind: 'auth' }>): void {
+    if (this.#authReported) return;
+    this.#authReported = true;
+    const { baseUrl, username } = this.#options;
+    diag.error(
+      `callbridge: ${baseUrl} refused the credentials of user "${username}" (HTTP ${outcome.status}: ${outcome.reason}); ` +
+        'spans are dropped until the username/password (or API key) are fixed',
+    );
+  }
+
+  /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
+  #sleep(ms: number): Promise<void> {
+    const signal = this.#abort.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref?.();
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  // ---- accounting -------------------------------------------------------------------------
+
+  #settle(batch: ReadonlyArray<Entry<T>>, result: 'delivered' | DropReason, detail?: string): void {
+    let dropped = 0;
+    for (const entry of batch) {
+      if (entry.state === 'settled') continue;
+      this.#finish(entry, result, undefined);
+      if (result !== 'delivered') dropped += 1;
+    }
+    if (result !== 'delivered') this.#reporter.record(result, dropped, detail);
+  }
+
+  /** Account one record as delivered or dropped; `detail` given means report this drop now. */
+  #finish(entry: Entry<T>, result: 'delivered' | DropReason, detail: string | undefined): void {
+    if (entry.state === 'settled') return;
+    if (entry.state === 'inFlight') this.#inFlight -= 1;
+    else this.#pendingBytes -= entry.bytes;
+    entry.state = 'settled';
+    this.#heldBytes -= entry.bytes;
+    entry.texts = undefined;
+    if (result === 'delivered') this.#delivered += 1;
+    else {
+      this.#dropped[result] += 1;
+      if (detail !== undefined) this.#reporter.record(result, 1, detail);
+    }
+    if (this.#waiters.length > 0) this.#notifyWaiters(entry.seq);
+  }
+
+  #countDrop(reason: DropReason, count: number, detail: string): void {
+    this.#dropped[reason] += count;
+    this.#reporter.record(reason, count, detail);
+  }
+
+  #notifyWaiters(seq: number): void {
+    let anyDone = false;
+    for (const waiter of this.#waiters) {
+      if (seq > waiter.lastSeq) continue;
+      waiter.remaining -= 1;
+      if (waiter.remaining === 0) {
+        anyDone = true;
+        waiter.resolve();
+      }
+    }
+    if (anyDone) this.#waiters = this.#waiters.filter((waiter) => waiter.remaining > 0);
+  }
+
+  // ---- shutdown ---------------------------------------------------------------------------
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    if (this.#flushTimer !== undefined) clearTimeout(this.#flushTimer);
+    this.#flushTimer = undefined;
+    const flushed = await settleWithin(this.forceFlush(), this.#options.shutdownTimeoutMs);
+    if (!flushed) {
+      // Out of time: stop backoffs and requests, and give up on everything still held.
+      this.#abort.abort();
+      this.#dropQueued('shutdown', 'the shutdown timeout passed');
+      await settleWithin(this.#sendSlots.onIdle(), ABORT_GRACE_MS);
+      for (const batch of this.#inFlightBatches) this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+    }
+    this.#reporter.report();
+    try {
+      await this.#options.transport.close();
+    } catch (error) {
+      diag.warn(`callbridge: closing the connection pool failed: ${describeError(error)}`);
+    }
+  }
+
+  #dropQueued(reason: DropReason, detail: string): void {
+    const queued = this.#pending.slice(this.#head);
+    this.#pending = [];
+    this.#head = 0;
+    for (const entry of queued) this.#finish(entry, reason, undefined);
+    this.#reporter.record(reason, queued.length, detail);
+  }
+}
+
+/** Resolve true when `promise` settles within `ms`, false otherwise; the timer is unref'ed. */
+function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    timer.unref?.();
+    promise.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+    );
+  });
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,2 @@
+export { CallbridgeExporter } from './exporter.js';
+export { createSpanCodec, estimateSpanBytes } from './span-codec.js';

@@ -1,0 +1,460 @@
+/**
+ * The batcher's scheduling and accounting (SPEC §4) with fake timers and a scripted in-memory
+ * transport. Behaviour over real HTTP is in `delivery-http.test.ts`.
+ */
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { context, diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { createBatcher, type Batcher } from '../../src/batcher/index.js';
+import type { SendOutcome } from '../../src/client/transport.js';
+import type { DeliveryOptions } from '../../src/options.js';
+import {
+  FakeTransport,
+  OK,
+  batcherOptions,
+  countingCodec,
+  deferred,
+  record,
+  type Script,
+  type TestRecord,
+} from './fake-transport.js';
+
+const UNAVAILABLE: SendOutcome = { kind: 'retry', status: 503, reason: 'HTTP 503' };
+
+let batcher: Batcher<TestRecord> | undefined;
+let logged: Array<{ level: string; message: string }>;
+
+function capturingLogger(): DiagLogger {
+  const push = (level: string) => (message: string) => logged.push({ level, message });
+  return { error: push('error'), warn: push('warn'), info: push('info'), debug: push('debug'), verbose: push('verbose') };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  logged = [];
+  diag.setLogger(capturingLogger(), DiagLogLevel.ALL);
+});
+
+afterEach(async () => {
+  diag.disable();
+  vi.useRealTimers();
+  batcher = undefined;
+});
+
+function setup(delivery: DeliveryOptions = {}, script?: Script) {
+  const transport = new FakeTransport(script);
+  const codec = countingCodec();
+  batcher = createBatcher(batcherOptions(transport, codec, delivery));
+  return { transport, codec, batcher };
+}
+
+function addRecords(target: Batcher<TestRecord>, from: number, count: number, payload = ''): void {
+  for (let index = from; index < from + count; index += 1) target.add(record(index, payload));
+}
+
+/** Let queued microtasks and due timers run. */
+const settle = (ms = 0) => vi.advanceTimersByTimeAsync(ms);
+
+describe('batching by count, bytes and interval (SPEC §4.2)', () => {
+  it('sends a full batch at once and the rest after flushIntervalMs', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 10, flushIntervalMs: 1000 });
+    addRecords(batcher, 0, 12);
+    await settle();
+    // A span is two items: 10 items = 5 spans per batch.
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([5, 5]);
+    await settle(999);
+    expect(transport.posted).toHaveLength(2);
+    await settle(1);
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([5, 5, 2]);
+    expect(batcher.stats()).toMatchObject({ delivered: 12, queued: 0, inFlight: 0, batchesSent: 3, queuedBytes: 0 });
+  });
+
+  it('keeps every body within maxBatchBytes and every batch within maxBatchItems', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 7, maxBatchBytes: 2000 });
+    for (let index = 0; index < 60; index += 1) batcher.add(record(index, 'p'.repeat(index * 7)));
+    await batcher.forceFlush();
+    const ids = transport.allIds();
+    expect(new Set(ids).size).toBe(60);
+    for (const request of transport.posted) {
+      expect(Buffer.byteLength(request.body)).toBeLessThanOrEqual(2000);
+      expect(JSON.parse(request.body).batch.length).toBeLessThanOrEqual(7);
+    }
+    expect(batcher.stats().delivered).toBe(60);
+  });
+
+  it('never separates the start and end of one span, even with maxBatchItems 1', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 1 });
+    addRecords(batcher, 0, 3);
+    await batcher.forceFlush();
+    for (const request of transport.posted) {
+      expect(JSON.parse(request.body).batch.map((item: { mode: string }) => item.mode)).toEqual(['start', 'end']);
+    }
+    expect(transport.posted).toHaveLength(3);
+  });
+
+  it('maps and serialises each span once, when its batch is built, not in add()', async () => {
+    const { codec, batcher } = setup({ flushIntervalMs: 1000 }, (_request, index) => (index < 3 ? UNAVAILABLE : OK));
+    addRecords(batcher, 0, 20);
+    expect(codec.mapped).toBe(0);
+    await settle(1000);
+    expect(codec.mapped).toBe(20);
+    const flushed = batcher.forceFlush();
+    await settle(5000);
+    await flushed;
+    expect(batcher.stats()).toMatchObject({ delivered: 20, retried: 3 });
+    expect(codec.mapped).toBe(20);
+  });
+});
+
+describe('bounded memory (SPEC §4.3)', () => {
+  it('keeps queued plus in-flight bytes under maxQueueBytes and counts queue_full', async () => {
+    const gate = deferred<SendOutcome>();
+    const { transport, batcher } = setup({ maxQueueBytes: 50_000, maxBatchItems: 20, concurrency: 1 }, () => gate.promise);
+    let peak = 0;
+    for (let index = 0; index < 500; index += 1) {
+      batcher.add(record(index, 'x'.repeat(300)));
+      await settle();
+      peak = Math.max(peak, batcher.stats().queuedBytes);
+    }
+    expect(peak).toBeLessThanOrEqual(50_000);
+    const stalled = batcher.stats();
+    expect(stalled.dropped.queue_full).toBeGreaterThan(0);
+    expect(stalled.inFlight).toBe(10);
+    gate.resolve(OK);
+    await batcher.forceFlush();
+    const final = batcher.stats();
+    expect(final.delivered + final.dropped.queue_full).toBe(500);
+    expect(final).toMatchObject({ queued: 0, inFlight: 0, queuedBytes: 0 });
+    expect(new Set(transport.allIds()).size).toBe(final.delivered);
+  });
+});
+
+describe('concurrency (SPEC §4.4)', () => {
+  it('has at most `concurrency` requests in flight; the others wait and then succeed', async () => {
+    const gates: Array<ReturnType<typeof deferred<SendOutcome>>> = [];
+    const { transport, batcher } = setup({ maxBatchItems: 2, concurrency: 3 }, () => {
+      const gate = deferred<SendOutcome>();
+      gates.push(gate);
+      return gate.promise;
+    });
+    addRecords(batcher, 0, 10);
+    await settle();
+    expect(transport.outstanding).toBe(3);
+    expect(batcher.stats()).toMatchObject({ inFlight: 3, queued: 7 });
+    for (let round = 0; round < 10 && batcher.stats().delivered < 10; round += 1) {
+      expect(transport.outstanding).toBeLessThanOrEqual(3);
+      for (const gate of gates.splice(0)) gate.resolve(OK);
+      await settle();
+    }
+    expect(transport.maxOutstanding).toBe(3);
+    expect(batcher.stats()).toMatchObject({ delivered: 10, dropped: { retries_exhausted: 0 } });
+  });
+});
+
+describe('retries (SPEC §4.5)', () => {
+  it('retries 503s with growing jittered delays, then delivers', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 0 }, (_request, index) => (index < 3 ? UNAVAILABLE : OK));
+    batcher.add(record(1));
+    await settle();
+    expect(transport.posted).toHaveLength(1);
+    // random() = 0.5: delays 250, 500, 1000 ms.
+    await settle(249);
+    expect(transport.posted).toHaveLength(1);
+    await settle(1);
+    expect(transport.posted).toHaveLength(2);
+    await settle(499);
+    expect(transport.posted).toHaveLength(2);
+    await settle(1);
+    expect(transport.posted).toHaveLength(3);
+    await settle(1000);
+    expect(transport.posted).toHaveLength(4);
+    expect(batcher.stats()).toMatchObject({ delivered: 1, retried: 3, batchesSent: 1 });
+  });
+
+  it('obeys Retry-After instead of its own backoff', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 0 }, (_request, index) =>
+      index === 0 ? { kind: 'retry', status: 429, afterMs: 7000, reason: 'HTTP 429' } : OK,
+    );
+    batcher.add(record(1));
+    await settle(6999);
+    expect(transport.posted).toHaveLength(1);
+    await settle(1);
+    expect(transport.posted).toHaveLength(2);
+    expect(batcher.stats().delivered).toBe(1);
+  });
+
+  it('gives up after maxRetryMs and counts retries_exhausted', async () => {
+    const { batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 5000 }, () => UNAVAILABLE);
+    addRecords(batcher, 0, 4);
+    const flushed = batcher.forceFlush();
+    await settle(10_000);
+    await flushed;
+    expect(batcher.stats()).toMatchObject({ delivered: 0, dropped: { retries_exhausted: 4 }, inFlight: 0 });
+  });
+
+  it('does not retry at all with maxRetryMs 0 when the delay would pass it', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 0 }, () => ({
+      kind: 'retry',
+      afterMs: 10,
+      reason: 'ECONNRESET',
+    }));
+    batcher.add(record(1));
+    await batcher.forceFlush();
+    expect(transport.posted).toHaveLength(1);
+    expect(batcher.stats().dropped.retries_exhausted).toBe(1);
+  });
+});
+
+describe('413 (SPEC §4.6)', () => {
+  const tooLargeOver = (limit: number): Script => (request) =>
+    Buffer.byteLength(request.body) > limit ? { kind: 'split', status: 413, reason: 'Request too large' } : OK;
+
+  it('splits in halves until the pieces fit, delivering everything once', async () => {
+    const { transport, batcher } = setup({}, tooLargeOver(3000));
+    addRecords(batcher, 0, 40, 'y'.repeat(100));
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 40, dropped: { too_large: 0 } });
+    const acknowledged = transport.posted.filter((request) => Buffer.byteLength(request.body) <= 3000);
+    expect(acknowledged.flatMap((request) => request.ids).sort()).toEqual(
+      Array.from({ length: 40 }, (_, index) => record(index).id).sort(),
+    );
+  });
+
+  it('cuts the largest strings of a single span still too large and sends it once more', async () => {
+    const { transport, batcher } = setup({}, tooLargeOver(20_000));
+    batcher.add(record(1, 'z'.repeat(60_000)));
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 1, dropped: { too_large: 0 } });
+    const last = transport.posted.at(-1)!;
+    expect(JSON.parse(last.body).batch[0].req.start.payload).toMatch(/…\[truncated \d+ bytes\]$/);
+  });
+
+  it('drops as too_large a span that still gets 413 after cutting, without blocking the others', async () => {
+    const { batcher } = setup({ maxBatchItems: 4 }, tooLargeOver(300));
+    batcher.add(record(1, 'z'.repeat(60_000)));
+    batcher.add(record(2));
+    batcher.add(record(3));
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 2, dropped: { too_large: 1 } });
+  });
+
+  it('cuts a span over maxBatchBytes before sending it, or drops it as too_large', async () => {
+    const { transport, batcher } = setup({ maxBatchBytes: 4000 });
+    batcher.add(record(1, 'w'.repeat(50_000)));
+    await batcher.forceFlush();
+    expect(batcher.stats().delivered).toBe(1);
+    expect(Buffer.byteLength(transport.posted[0]!.body)).toBeLessThanOrEqual(4000);
+    // A record made of many small strings cannot be cut below the limit.
+    const { batcher: second } = setup({ maxBatchBytes: 150 });
+    second.add(record(2, 'v'.repeat(50)));
+    await second.forceFlush();
+    expect(second.stats()).toMatchObject({ delivered: 0, dropped: { too_large: 1 } });
+  });
+});
+
+describe('400/422 isolation (SPEC §4.7)', () => {
+  it('delivers the good spans and drops only the rejected ones, with the reason', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 100 }, (request) =>
+      request.body.includes('poison')
+        ? { kind: 'reject', status: 400, reason: 'Invalid call id: poison' }
+        : OK,
+    );
+    for (let index = 0; index < 30; index += 1) batcher.add(record(index, index === 7 || index === 21 ? 'poison' : ''));
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 28, dropped: { rejected: 2 } });
+    const delivered = transport.posted.filter((request) => !request.body.includes('poison')).flatMap((r) => r.ids);
+    expect(new Set(delivered).size).toBe(28);
+    await settle(60_000);
+    expect(logged.filter((entry) => entry.level === 'warn').map((entry) => entry.message)).toEqual([
+      expect.stringMatching(/rejected=2 \(last: Invalid call id: poison\)/),
+    ]);
+  });
+});
+
+describe('401/403 (SPEC §4.8)', () => {
+  it('does not retry, drops as auth and logs one error naming the URL and user', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 2, flushIntervalMs: 0 }, () => ({
+      kind: 'auth',
+      status: 401,
+      reason: 'Unauthorized',
+    }));
+    addRecords(batcher, 0, 6);
+    await batcher.forceFlush();
+    expect(transport.posted).toHaveLength(6);
+    expect(batcher.stats()).toMatchObject({ delivered: 0, retried: 0, dropped: { auth: 6 } });
+    const errors = logged.filter((entry) => entry.level === 'error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]!.message).toContain('http://127.0.0.1:9');
+    expect(errors[0]!.message).toContain('"dev"');
+  });
+});
+
+describe('complete mode (SPEC §4.9)', () => {
+  it('switches on CALLS_COMPLETE_MODE_REQUIRED, re-sends the batch as completed calls and stays switched', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 10 }, (request) =>
+      request.path === '/call/upsert_batch'
+        ? { kind: 'reject', status: 400, reason: 'complete mode', errorCode: 'CALLS_COMPLETE_MODE_REQUIRED' }
+        : OK,
+    );
+    addRecords(batcher, 0, 5);
+    await batcher.forceFlush();
+    addRecords(batcher, 5, 15);
+    await batcher.forceFlush();
+    expect(transport.posted.map((request) => request.path)).toEqual([
+      '/call/upsert_batch',
+      '/v2/acme/demo/calls/complete',
+      '/v2/acme/demo/calls/complete',
+      '/v2/acme/demo/calls/complete',
+    ]);
+    // In complete mode a span is one item, so 10 spans fill a batch.
+    expect(transport.posted.slice(1).map((request) => request.ids.length)).toEqual([5, 10, 5]);
+    expect(batcher.stats()).toMatchObject({ delivered: 20, dropped: { rejected: 0 } });
+  });
+});
+
+describe('forceFlush and shutdown (SPEC §4.11)', () => {
+  it('forceFlush waits for batches in flight and in backoff, not for spans added later', async () => {
+    const late = record(99).id;
+    const hanging = deferred<SendOutcome>();
+    let failures = 0;
+    const { transport, batcher } = setup({ flushIntervalMs: 60_000 }, (request) => {
+      if (request.ids.includes(late)) return hanging.promise;
+      failures += 1;
+      return failures <= 2 ? UNAVAILABLE : OK;
+    });
+    addRecords(batcher, 0, 3);
+    let flushed = false;
+    const flush = batcher.forceFlush().then(() => {
+      flushed = true;
+    });
+    await settle();
+    batcher.add(record(99));
+    await settle(100);
+    expect(flushed).toBe(false);
+    expect(batcher.stats()).toMatchObject({ inFlight: 4, delivered: 0 });
+    await settle(2000);
+    await flush;
+    expect(flushed).toBe(true);
+    expect(batcher.stats()).toMatchObject({ delivered: 3, inFlight: 1, retried: 2 });
+    hanging.resolve(OK);
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 4, inFlight: 0 });
+    expect(transport.posted).toHaveLength(4);
+  });
+
+  it('forceFlush with nothing held resolves at once', async () => {
+    const { batcher } = setup();
+    await expect(batcher.forceFlush()).resolves.toBeUndefined();
+  });
+
+  it('shutdown flushes, closes the pool once, and is idempotent', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 60_000 });
+    addRecords(batcher, 0, 5);
+    const first = batcher.shutdown();
+    const second = batcher.shutdown();
+    await Promise.all([first, second]);
+    expect(transport.closed).toBe(1);
+    expect(batcher.stats().delivered).toBe(5);
+    await batcher.shutdown();
+    expect(transport.closed).toBe(1);
+  });
+
+  it('shutdown drops what is left as shutdown after shutdownTimeoutMs, aborting backoff', async () => {
+    const { transport, batcher } = setup({ shutdownTimeoutMs: 2000, maxBatchItems: 2, concurrency: 1 }, () => UNAVAILABLE);
+    addRecords(batcher, 0, 5);
+    const done = batcher.shutdown();
+    await settle(2000);
+    await done;
+    expect(batcher.stats()).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { shutdown: 5 } });
+    expect(transport.closed).toBe(1);
+    // After shutdown, records are refused and counted.
+    expect(batcher.add(record(100))).toBe(false);
+    expect(batcher.stats().dropped.shutdown).toBe(6);
+  });
+
+  it('timers are unref()ed: a pending flush timer does not hold the process', async () => {
+    vi.useRealTimers();
+    const seen: boolean[] = [];
+    const original = globalThis.setTimeout;
+    const spy = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((...args: Parameters<typeof setTimeout>) => {
+      const timer = original(...args);
+      const unref = timer.unref.bind(timer);
+      seen.push(false);
+      const position = seen.length - 1;
+      timer.unref = () => {
+        seen[position] = true;
+        return unref();
+      };
+      return timer;
+    }) as typeof setTimeout);
+    try {
+      const { batcher } = setup({ flushIntervalMs: 60_000, shutdownTimeoutMs: 60_000 }, () => UNAVAILABLE);
+      batcher.add(record(1));
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen.every(Boolean)).toBe(true);
+      void batcher.shutdown();
+      await new Promise((resolve) => original(resolve, 20));
+      expect(seen.every(Boolean)).toBe(true);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
+
+describe('drop reporting (SPEC §4.1)', () => {
+  it('reports drops once per interval through diag, not per span', async () => {
+    const { batcher } = setup({ maxQueueBytes: 1000 });
+    addRecords(batcher, 0, 200);
+    expect(logged.filter((entry) => entry.level === 'warn')).toHaveLength(0);
+    await settle(10_000);
+    const warnings = logged.filter((entry) => entry.level === 'warn');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.message).toMatch(/queue_full=\d+/);
+    expect(batcher.stats().dropped.queue_full).toBeGreaterThan(150);
+    await settle(30_000);
+    expect(logged.filter((entry) => entry.level === 'warn')).toHaveLength(1);
+  });
+});
+
+describe('never harms the host (SPEC §4.12)', () => {
+  it('sends with tracing suppressed', async () => {
+    const manager = new AsyncLocalStorageContextManager().enable();
+    context.setGlobalContextManager(manager);
+    onTestFinished(() => {
+      context.disable();
+    });
+    const suppressed: boolean[] = [];
+    const { batcher } = setup({}, () => {
+      suppressed.push(isTracingSuppressed(context.active()));
+      return OK;
+    });
+    addRecords(batcher, 0, 3);
+    await batcher.forceFlush();
+    expect(suppressed).toEqual([true]);
+  });
+
+  it('survives a codec that throws, a transport that throws and a transport that rejects', async () => {
+    const transport = new FakeTransport((_request, index) => {
+      if (index === 0) throw new Error('boom');
+      if (index === 1) return Promise.reject(new Error('async boom'));
+      return OK;
+    });
+    const codec = countingCodec();
+    const original = codec.toUpsertItems;
+    codec.toUpsertItems = (item) => {
+      if (item.id === record(3).id) throw new Error('mapping bug');
+      return original(item);
+    };
+    codec.estimateBytes = (item) => {
+      if (item.id === record(4).id) throw new Error('estimate bug');
+      return 100;
+    };
+    batcher = createBatcher(batcherOptions(transport, codec, { flushIntervalMs: 0 }));
+    for (let index = 0; index < 6; index += 1) expect(() => batcher!.add(record(index))).not.toThrow();
+    const flushed = batcher.forceFlush();
+    await settle(5000);
+    await flushed;
+    expect(batcher.stats()).toMatchObject({ delivered: 5, dropped: { rejected: 1 } });
+  });
+});

@@ -1,0 +1,244 @@
+/**
+ * The exporter's delivery guarantees over real HTTP (SPEC §4): real SDK spans, the real
+ * transport, a scripted fault proxy in front of the real local server, and the database read back
+ * through `/calls/stream_query` to prove every span arrived exactly once.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { diag, DiagLogLevel } from '@opentelemetry/api';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { InvalidOptionError } from '../../src/errors.js';
+import type { ExporterOptions } from '../../src/options.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { readAllCalls, startFaultProxy, type FaultAction, type FaultProxy, type ProxiedRequest } from './fault-proxy.js';
+import { emitSpans, providerFor } from './spans.js';
+
+const PROJECT = 'acme/delivery';
+let server: TestServer;
+let proxy: FaultProxy | undefined;
+let errors: string[];
+
+beforeEach(async () => {
+  server = await startTestServer();
+  errors = [];
+  diag.setLogger(
+    { error: (message) => errors.push(message), warn: () => {}, info: () => {}, debug: () => {}, verbose: () => {} },
+    DiagLogLevel.ERROR,
+  );
+});
+
+afterEach(async () => {
+  diag.disable();
+  await proxy?.close();
+  proxy = undefined;
+  await server.close();
+});
+
+function exporterFor(url: string, options: ExporterOptions = {}): CallbridgeExporter {
+  return new CallbridgeExporter({
+    baseUrl: url,
+    projectId: PROJECT,
+    username: server.username,
+    password: server.password,
+    requestTimeoutMs: 500,
+    maxRetryMs: 20_000,
+    ...options,
+  });
+}
+
+async function proxied(script: (request: ProxiedRequest) => FaultAction, early413OverBytes?: number): Promise<FaultProxy> {
+  proxy = await startFaultProxy({ upstream: server.url, script, early413OverBytes });
+  return proxy;
+}
+
+/**
+ * BatchSpanProcessor.forceFlush hands its spans to export() but does not call the exporter's
+ * forceFlush, and our export() answers before delivery: flush both, as register() does.
+ */
+async function flushAll(provider: { forceFlush(): Promise<void> }, exporter: CallbridgeExporter): Promise<void> {
+  await provider.forceFlush();
+  await exporter.forceFlush();
+}
+
+async function storedIds(): Promise<string[]> {
+  return (await readAllCalls(server.url, PROJECT, server)).map((call) => call.id as string);
+}
+
+describe('delivery through faults (SPEC §4.5, §4.10)', () => {
+  it('rides out 503 runs, 429 + Retry-After, resets, hangs and 502s: every span stored exactly once', async () => {
+    const faults: FaultAction[] = [
+      { kind: 'status', status: 503 },
+      { kind: 'status', status: 503 },
+      { kind: 'status', status: 503 },
+      { kind: 'status', status: 429, headers: { 'retry-after': '1' } },
+      { kind: 'reset' },
+      { kind: 'hang' },
+      { kind: 'status', status: 502 },
+    ];
+    const { url } = await proxied((request) => faults[request.index] ?? { kind: 'proxy' });
+    const exporter = exporterFor(url, { maxBatchItems: 100, concurrency: 2 });
+    const provider = providerFor(exporter);
+    const emitted = emitSpans(provider, 300);
+    await flushAll(provider, exporter);
+    const stats = exporter.stats();
+    expect(stats).toMatchObject({ delivered: 300, queued: 0, inFlight: 0 });
+    expect(Object.values(stats.dropped).every((count) => count === 0)).toBe(true);
+    expect(stats.retried).toBeGreaterThanOrEqual(faults.length);
+    const ids = await storedIds();
+    expect(ids).toHaveLength(300);
+    expect(new Set(ids)).toEqual(new Set(emitted.map((span) => span.spanId)));
+    await provider.shutdown();
+  });
+
+  it('gives up after maxRetryMs on a server that stays down, counting retries_exhausted', async () => {
+    const { url } = await proxied(() => ({ kind: 'status', status: 503 }));
+    const exporter = exporterFor(url, { maxRetryMs: 300 });
+    const provider = providerFor(exporter);
+    emitSpans(provider, 20);
+    await flushAll(provider, exporter);
+    expect(exporter.stats()).toMatchObject({ delivered: 0, dropped: { retries_exhausted: 20 } });
+    await provider.shutdown();
+  });
+});
+
+describe('413 (SPEC §4.6)', () => {
+  it('splits on an early 413, cuts one oversized span, drops a hopeless one; all others stored once', async () => {
+    const { url } = await proxied(() => ({ kind: 'proxy' }), 60_000);
+    const exporter = exporterFor(url);
+    const provider = providerFor(exporter);
+    const emitted = emitSpans(provider, 200, (index) => {
+      if (index === 50) return { 'input.value': 'g'.repeat(100_000) };
+      if (index === 150) return { 'input.value': 'h'.repeat(2_000_000) };
+      return { 'input.value': `question ${index} `.repeat(20) };
+    });
+    await flushAll(provider, exporter);
+    expect(proxy!.earlyRejections).toBeGreaterThan(0);
+    expect(exporter.stats()).toMatchObject({ delivered: 199, dropped: { too_large: 1 } });
+    const calls = await readAllCalls(server.url, PROJECT, server);
+    expect(calls).toHaveLength(199);
+    const cut = calls.find((call) => call.id === emitted[50]!.spanId)!;
+    expect(JSON.stringify(cut.inputs)).toMatch(/…\[truncated \d+ bytes\]/);
+    expect(calls.some((call) => call.id === emitted[150]!.spanId)).toBe(false);
+    await provider.shutdown();
+  });
+});
+
+describe('400 isolation (SPEC §4.7)', () => {
+  it('delivers everything but the poisoned span, dropped as rejected', async () => {
+    const { url } = await proxied((request) =>
+      request.body.includes('POISON')
+        ? { kind: 'status', status: 400, body: { reason: 'poisoned item' } }
+        : { kind: 'proxy' },
+    );
+    const exporter = exporterFor(url);
+    const provider = providerFor(exporter);
+    const emitted = emitSpans(provider, 100, (index) => (index === 37 ? { note: 'POISON' } : {}));
+    await flushAll(provider, exporter);
+    expect(exporter.stats()).toMatchObject({ delivered: 99, dropped: { rejected: 1 } });
+    const ids = new Set(await storedIds());
+    expect(ids.size).toBe(99);
+    expect(ids.has(emitted[37]!.spanId)).toBe(false);
+    await provider.shutdown();
+  });
+});
+
+describe('401/403 (SPEC §4.8)', () => {
+  it('drops as auth without retrying and logs one error naming the URL and user', async () => {
+    const exporter = exporterFor(server.url, { password: 'wrong', maxBatchItems: 10 });
+    const provider = providerFor(exporter);
+    emitSpans(provider, 50);
+    await flushAll(provider, exporter);
+    expect(exporter.stats()).toMatchObject({ delivered: 0, retried: 0, dropped: { auth: 50 } });
+    const authErrors = errors.filter((message) => message.includes('refused the credentials'));
+    expect(authErrors).toHaveLength(1);
+    expect(authErrors[0]).toContain(server.url);
+    expect(authErrors[0]).toContain('"dev"');
+    await provider.shutdown();
+  });
+
+  it('drops as auth on 403 (entity not granted)', async () => {
+    const restricted = await startTestServer({ users: [{ username: 'guest', password: 'pw2', entities: ['other'] }] });
+    try {
+      const guest = new CallbridgeExporter({ baseUrl: restricted.url, projectId: PROJECT, username: 'guest', password: 'pw2' });
+      const provider = providerFor(guest);
+      emitSpans(provider, 5);
+      await flushAll(provider, guest);
+      expect(guest.stats()).toMatchObject({ delivered: 0, dropped: { auth: 5 } });
+      await provider.shutdown();
+    } finally {
+      await restricted.close();
+    }
+  });
+});
+
+describe('complete mode (SPEC §4.9)', () => {
+  it('switches to /v2/{entity}/{project}/calls/complete and stores every span', async () => {
+    await server.close();
+    server = await startTestServer({ completeMode: true });
+    const { url } = await proxied(() => ({ kind: 'proxy' }));
+    const exporter = exporterFor(url, { maxBatchItems: 40 });
+    const provider = providerFor(exporter);
+    const first = emitSpans(provider, 30);
+    await flushAll(provider, exporter);
+    const second = emitSpans(provider, 50);
+    await flushAll(provider, exporter);
+    const paths = proxy!.requests.map((request) => request.path);
+    // Batches already in flight when the first answer came are refused too; after the switch, only v2.
+    const firstComplete = paths.indexOf('/v2/acme/delivery/calls/complete');
+    expect(firstComplete).toBeGreaterThan(0);
+    expect(paths.slice(0, firstComplete).every((path) => path === '/call/upsert_batch')).toBe(true);
+    expect(paths.slice(firstComplete).every((path) => path === '/v2/acme/delivery/calls/complete')).toBe(true);
+    expect(exporter.stats()).toMatchObject({ delivered: 80, dropped: { rejected: 0 } });
+    const calls = await readAllCalls(server.url, PROJECT, server);
+    expect(new Set(calls.map((call) => call.id))).toEqual(new Set([...first, ...second].map((span) => span.spanId)));
+    expect(calls.every((call) => typeof call.ended_at === 'string')).toBe(true);
+    await provider.shutdown();
+  });
+});
+
+describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
+  it('works behind SimpleSpanProcessor', async () => {
+    const exporter = exporterFor(server.url);
+    const provider = providerFor(exporter, 'simple');
+    const emitted = emitSpans(provider, 25);
+    await flushAll(provider, exporter);
+    expect(new Set(await storedIds())).toEqual(new Set(emitted.map((span) => span.spanId)));
+    await provider.shutdown();
+  });
+
+  it('answers FAILED after shutdown and counts the spans as shutdown drops; shutdown is idempotent', async () => {
+    const exporter = exporterFor(server.url);
+    const provider = providerFor(exporter);
+    emitSpans(provider, 3);
+    await flushAll(provider, exporter);
+    await Promise.all([exporter.shutdown(), exporter.shutdown()]);
+    const spans = (() => {
+      const captured: any[] = [];
+      const collector = providerFor({ export: (batch, done) => { captured.push(...batch); done({ code: ExportResultCode.SUCCESS }); }, shutdown: async () => {} }, 'simple');
+      emitSpans(collector, 2);
+      return captured;
+    })();
+    const result = await new Promise<ExportResult>((resolve) => exporter.export(spans, resolve));
+    expect(result.code).toBe(ExportResultCode.FAILED);
+    expect(exporter.stats()).toMatchObject({ delivered: 3, dropped: { shutdown: 2 } });
+    await exporter.shutdown();
+  });
+
+  it('bounds shutdown by shutdownTimeoutMs when the service hangs, dropping what is left as shutdown', async () => {
+    const { url } = await proxied(() => ({ kind: 'hang' }));
+    const exporter = exporterFor(url, { requestTimeoutMs: 60_000, shutdownTimeoutMs: 200 });
+    const provider = providerFor(exporter);
+    emitSpans(provider, 40);
+        await provider.shutdown();
+    const stats = exporter.stats();
+    expect(stats.dropped.shutdown).toBe(40);
+    expect(stats).toMatchObject({ delivered: 0, inFlight: 0, queued: 0 });
+  }, 40_000);
+
+  it('rejects bad options at construction with InvalidOptionError', () => {
+    expect(() => new CallbridgeExporter({ baseUrl: server.url, projectId: 'no-slash' })).toThrow(InvalidOptionError);
+    expect(() => new CallbridgeExporter({ projectId: PROJECT, maxBatchBytes: 64 * 1024 * 1024 })).toThrow(/maxBatchBytes/);
+    expect(() => new CallbridgeExporter({ projectId: PROJECT, concurrency: 0 })).toThrow(/concurrency/);
+    expect(() => new CallbridgeExporter({ projectId: PROJECT, baseUrl: 'ftp://x' })).toThrow(/baseUrl/);
+  });
+});
