@@ -1,0 +1,227 @@
+/**
+ * `register()`: the one-call setup of SPEC §1. A `NodeTracerProvider` (AsyncLocalStorage context)
+ * with a `CallbridgeExporter` behind a span processor, flushed on `beforeExit` (SPEC §4.11).
+ *
+ * Which processor, by default: neither of the SDK's. Our exporter already batches, bounds memory
+ * and sends in the background, and its `export()` is O(1). Read in sdk-trace 2.12:
+ * - `BatchSpanProcessor` buffers a second time (at most 2048 spans, then drops them silently to
+ *   us: the loss SPEC §6 measures for the OTLP exporter), holds spans up to 5 s, and exports 512 at
+ *   a time in one synchronous loop;
+ * - `SimpleSpanProcessor` exports each span at once but pays, per span, an async function and a
+ *   `new Promise` (two promises and two microtask hops), a `suppressTracing` context copy plus an
+ *   AsyncLocalStorage `run`, a `Set` insert/delete of the pending export, and a metrics `add` with
+ *   an attribute object.
+ * The `direct` processor below does only what is needed: one sampled-flag check and
+ * `exporter.export([span])`. Suppression of the exporter's own HTTP spans (SPEC §4.12) is done by
+ * the batcher where it sends, so it is not repeated per span here. `'simple'` and `'batch'` remain
+ * available for users who want the SDK's processors.
+ */
+import { context, diag, propagation, trace as otelTrace, TraceFlags } from '@opentelemetry/api';
+import type { Context, ProxyTracerProvider } from '@opentelemetry/api';
+import {
+  BatchSpanProcessor,
+  NodeTracerProvider,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-node';
+import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
+import { InvalidOptionError } from '../errors.js';
+import type { ExporterOptions } from '../options.js';
+import { CallbridgeExporter } from './exporter.js';
+
+/** Options of `register()`: the exporter's options plus how the provider is set up. */
+export interface RegisterOptions extends ExporterOptions {
+  /**
+   * Register the provider globally: tracer provider, AsyncLocalStorage context manager and W3C
+   * propagators, so `trace()`, `@traced()` and other instrumentations use it. With `false` the
+   * provider is only returned (use `provider.getTracer()` directly).
+   * @default true
+   */
+  readonly global?: boolean;
+  /**
+   * The span processor in front of the exporter: `'direct'` (hands each ended span straight to
+   * the exporter, which batches; cheapest), or the SDK's `'simple'` or `'batch'`.
+   * @default 'direct'
+   */
+  readonly spanProcessor?: 'direct' | 'simple' | 'batch';
+  /**
+   * Flush on the process's `beforeExit`, so a short script that simply ends loses nothing.
+   * @default true
+   */
+  readonly flushOnExit?: boolean;
+}
+
+/** What `register()` returns. */
+export interface Tracing {
+  readonly provider: NodeTracerProvider;
+  readonly exporter: CallbridgeExporter;
+  /** Resolves when every span ended before the call is delivered or dropped. Never rejects. */
+  forceFlush(): Promise<void>;
+  /** Flush, close the exporter, remove the exit hook and the global registration. Idempotent; never rejects. */
+  shutdown(): Promise<void>;
+}
+
+/** A span processor that also counts the spans it handed on (to tell whether a flush is due). */
+interface CountingProcessor extends SpanProcessor {
+  readonly endedSpans: number;
+}
+
+/**
+ * Set up tracing into the service: a provider, the exporter and an exit flush.
+ *
+ * @example
+ * const tracing = register({ baseUrl: server.url, projectId: 'acme/demo', username: 'dev', password: 'pw' });
+ * const answer = trace(async function answer(q: string) { ... });
+ * await answer('hi');
+ * await tracing.shutdown(); // optional in a script: beforeExit flushes anyway
+ *
+ * @throws InvalidOptionError when an option is invalid (at this call, never later).
+ */
+export function register(options: RegisterOptions = {}): Tracing {
+  const { global = true, spanProcessor = 'direct', flushOnExit = true, ...exporterOptions } = options;
+  if (typeof global !== 'boolean') throw new InvalidOptionError('global', 'a boolean', global);
+  if (typeof flushOnExit !== 'boolean') throw new InvalidOptionError('flushOnExit', 'a boolean', flushOnExit);
+  if (spanProcessor !== 'direct' && spanProcessor !== 'simple' && spanProcessor !== 'batch') {
+    throw new InvalidOptionError('spanProcessor', "'direct', 'simple' or 'batch'", spanProcessor);
+  }
+  const exporter = new CallbridgeExporter(exporterOptions);
+  const processor = createProcessor(spanProcessor, exporter);
+  const provider = new NodeTracerProvider({ spanProcessors: [processor] });
+  const ownsGlobal = global && registerGlobally(provider);
+
+  const forceFlush = async (): Promise<void> => {
+    try {
+      // BatchSpanProcessor's forceFlush hands its buffer over but does not flush the exporter.
+      await provider.forceFlush();
+      await exporter.forceFlush();
+    } catch (error) {
+      diag.error(`callbridge: flush failed: ${String(error)}`);
+    }
+  };
+
+  const exitFlush = flushOnExit ? createExitFlush(processor, forceFlush) : undefined;
+  exitFlush?.install();
+
+  let shuttingDown: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => {
+    shuttingDown ??= (async () => {
+      exitFlush?.remove();
+      try {
+        await provider.shutdown();
+      } catch (error) {
+        diag.error(`callbridge: shutdown failed: ${String(error)}`);
+      }
+      if (ownsGlobal && currentGlobalProvider() === provider) {
+        otelTrace.disable();
+        context.disable();
+        propagation.disable();
+      }
+    })();
+    return shuttingDown;
+  };
+
+  return { provider, exporter, forceFlush, shutdown };
+}
+
+function createProcessor(kind: 'direct' | 'simple' | 'batch', exporter: SpanExporter): CountingProcessor {
+  if (kind === 'direct') return new DirectSpanProcessor(exporter);
+  return new CountedProcessor(kind === 'simple' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter));
+}
+
+function ignoreResult(): void {
+  // The exporter counts its own drops (stats(), diag once per interval); nothing to do per span.
+}
+
+/** Hands each ended, sampled span to the exporter synchronously. See the module comment. */
+class DirectSpanProcessor implements CountingProcessor {
+  endedSpans = 0;
+  #shutDown = false;
+
+  constructor(private readonly exporter: SpanExporter) {}
+
+  onStart(_span: Span, _parentContext: Context): void {}
+
+  onEnd(span: ReadableSpan): void {
+    if (this.#shutDown || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
+    this.endedSpans++;
+    try {
+      this.exporter.export([span], ignoreResult);
+    } catch (error) {
+      // export() runs inside the user's span.end(): nothing may escape into their code (SPEC §4.12).
+      diag.error(`callbridge: export failed: ${String(error)}`);
+    }
+  }
+
+  forceFlush(): Promise<void> {
+    return this.exporter.forceFlush?.() ?? Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    this.#shutDown = true;
+    return this.exporter.shutdown();
+  }
+}
+
+/** One of the SDK's processors, with the count of spans it was given. */
+class CountedProcessor implements CountingProcessor {
+  endedSpans = 0;
+
+  constructor(private readonly inner: SpanProcessor) {}
+
+  onStart(span: Span, parentContext: Context): void {
+    this.inner.onStart(span, parentContext);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    this.endedSpans++;
+    this.inner.onEnd(span);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+}
+
+/**
+ * The `beforeExit` hook. `beforeExit` fires whenever the event loop runs dry; the flush's own
+ * requests keep the process alive until they finish, after which it fires again. It flushes only
+ * when spans ended since the last flush began, so the second firing is a no-op and the process
+ * exits (a hook that always flushed could keep an idle process looping). Timers stay the
+ * batcher's, unref'd: this hook never keeps a process alive by itself.
+ */
+function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>) {
+  let flushing = false;
+  let flushedUpTo = 0;
+  const onBeforeExit = (): void => {
+    try {
+      if (flushing || processor.endedSpans === flushedUpTo) return;
+      flushing = true;
+      flushedUpTo = processor.endedSpans;
+      void forceFlush().finally(() => {
+        flushing = false;
+      });
+    } catch (error) {
+      diag.error(`callbridge: exit flush failed: ${String(error)}`);
+    }
+  };
+  return {
+    install: () => process.on('beforeExit', onBeforeExit),
+    remove: () => process.removeListener('beforeExit', onBeforeExit),
+  };
+}
+
+/** Register `provider` as the global one; false (with a warning) when another already is. */
+function registerGlobally(provider: NodeTracerProvider): boolean {
+  provider.register();
+  if (currentGlobalProvider() === provider) return true;
+  diag.warn('callbridge: another tracer provider is already registered globally; register() did not replace it');
+  return false;
+}
+
+function currentGlobalProvider(): unknown {
+  const global = otelTrace.getTracerProvider() as Partial<ProxyTracerProvider>;
+  return typeof global.getDelegate === 'function' ? global.getDelegate() : global;
+}

@@ -1,0 +1,85 @@
+/**
+ * What travels with the active context besides the span: the conversation thread a call belongs to
+ * (`withThread`), and the `wandb.attributes` of the current call (`setCallAttributes`).
+ */
+import { context, createContextKey, trace as otelTrace } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
+import { InvalidOptionError } from '../errors.js';
+import { CALL_ATTRIBUTES, IS_TURN, THREAD_ID } from './attributes.js';
+import { capture, DEFAULT_MAX_VALUE_BYTES } from './capture.js';
+import { compileRedactor } from './redact.js';
+
+interface ThreadScope {
+  readonly threadId: string;
+  /** True until the first traced call inside takes the turn; its descendants see `false`. */
+  readonly turn: boolean;
+}
+
+const THREAD_KEY = createContextKey('callbridge.thread');
+
+/** Options of `withThread`. */
+export interface ThreadOptions {
+  /**
+   * Whether the outermost traced call inside is a turn of the conversation (`wandb.is_turn`, which
+   * makes its id the call's `turn_id`). Calls nested inside a turn are never turns themselves.
+   * @default true
+   */
+  readonly turn?: boolean;
+}
+
+/**
+ * Run `fn` with every traced call inside it grouped into the conversation `threadId`.
+ * Returns what `fn` returns (a promise stays a promise; the thread follows it across `await`).
+ *
+ * @example
+ * await withThread(sessionId, () => agent.reply(message));
+ */
+export function withThread<R>(threadId: string, fn: () => R, options: ThreadOptions = {}): R {
+  if (typeof threadId !== 'string' || threadId === '') {
+    throw new InvalidOptionError('threadId', 'a non-empty string', threadId);
+  }
+  const scope: ThreadScope = { threadId, turn: options.turn ?? true };
+  return context.with(context.active().setValue(THREAD_KEY, scope), fn);
+}
+
+/**
+ * Write the thread attributes of a new span created under `parent`, and return the context its
+ * body runs in (the turn is taken: nested calls are in the thread but are not turns).
+ */
+export function enterThread(span: Span, parent: Context, spanContext: Context): Context {
+  const scope = parent.getValue(THREAD_KEY) as ThreadScope | undefined;
+  if (scope === undefined) return spanContext;
+  span.setAttribute(THREAD_ID, scope.threadId);
+  span.setAttribute(IS_TURN, scope.turn);
+  if (!scope.turn) return spanContext;
+  const inner: ThreadScope = { threadId: scope.threadId, turn: false };
+  return spanContext.setValue(THREAD_KEY, inner);
+}
+
+// What `setCallAttributes` has written per span, so later calls merge instead of replacing
+// (the OTel API has no attribute getter). Weak: it never outlives the span.
+const writtenAttributes = new WeakMap<Span, Record<string, unknown>>();
+const ATTRIBUTE_POLICY = { maxValueBytes: DEFAULT_MAX_VALUE_BYTES, redactor: compileRedactor(undefined) };
+
+/**
+ * Add `attributes` to the current call's `attributes` (span attribute `wandb.attributes`, merged
+ * with what earlier calls set; later keys win). Values are captured like inputs (safe copy, secret
+ * keys masked). Does nothing outside a recording span. Never throws.
+ *
+ * @example
+ * setCallAttributes({ env: 'prod', userTier: 'free' });
+ */
+export function setCallAttributes(attributes: Record<string, unknown>): void {
+  try {
+    const span = otelTrace.getSpan(context.active());
+    if (span === undefined || !span.isRecording()) return;
+    const captured = capture(attributes, ATTRIBUTE_POLICY).value;
+    if (captured === null || typeof captured !== 'object' || Array.isArray(captured)) return;
+    const merged = { ...writtenAttributes.get(span), ...(captured as Record<string, unknown>) };
+    const { value, json } = capture(merged, ATTRIBUTE_POLICY);
+    writtenAttributes.set(span, value as Record<string, unknown>);
+    span.setAttribute(CALL_ATTRIBUTES, json);
+  } catch {
+    // Attributes are observability; never an error in the caller's code path.
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The end of one traced call: writes the output or the error and ends the span, exactly once,
+ * whichever of success, failure, cancellation or abandonment comes first.
+ */
+import { SpanStatusCode } from '@opentelemetry/api';
+import type { Exception, Span } from '@opentelemetry/api';
+import { OUTPUT, STREAM_END } from './attributes.js';
+import type { CapturePolicy } from './capture.js';
+import { capture, captureText, messageOf } from './capture.js';
+
+/** How a streamed call stopped early: the consumer broke off, or dropped the stream unread. */
+export type EarlyEnd = 'cancelled' | 'abandoned';
+
+export class CallEnd {
+  #done = false;
+  #watched = false;
+
+  constructor(
+    private readonly span: Span,
+    private readonly policy: CapturePolicy,
+    private readonly captureOutput: boolean,
+  ) {}
+
+  get done(): boolean {
+    return this.#done;
+  }
+
+  /** End the span with `output` as the call's output. Never throws. */
+  succeed(output: unknown, early?: EarlyEnd): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.#watched) abandoned.unregister(this);
+    try {
+      if (this.captureOutput) writeOutput(this.span, output, this.policy);
+      if (early !== undefined) this.span.setAttribute(STREAM_END, early);
+    } catch {
+      // Capture is best effort; the span still ends below.
+    }
+    this.span.end();
+  }
+
+  /** Record `error` (exception event, status ERROR with its message) and end the span. Never throws. */
+  fail(error: unknown): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.#watched) abandoned.unregister(this);
+    try {
+      this.span.recordException(asException(error));
+      this.span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
+    } catch {
+      // A hostile thrown value (a Proxy whose traps throw) must not replace the user's error.
+    }
+    this.span.end();
+  }
+
+  /** End this call as `abandoned` (with `output()`) if `target` is collected before it ends. */
+  watch(target: object, output: () => unknown): void {
+    if (this.#done || this.#watched) return;
+    this.#watched = true;
+    abandoned.register(target, { end: this, output }, this);
+  }
+}
+
+/**
+ * The `output` attribute: strings, numbers and booleans as themselves (so the mapping of SPEC §3
+ * gives the call that exact output; JSON text of a string would read back with its quotes),
+ * everything else as JSON text. `undefined`/`null` write nothing: the call's output is then null.
+ */
+function writeOutput(span: Span, output: unknown, policy: CapturePolicy): void {
+  switch (typeof output) {
+    case 'undefined':
+      return;
+    case 'string':
+      span.setAttribute(OUTPUT, captureText(output, policy.maxValueBytes));
+      return;
+    case 'number':
+      span.setAttribute(OUTPUT, Number.isFinite(output) ? output : String(output));
+      return;
+    case 'boolean':
+      span.setAttribute(OUTPUT, output);
+      return;
+    default:
+      if (output !== null) span.setAttribute(OUTPUT, capture(output, policy).json);
+  }
+}
+
+function asException(error: unknown): Exception {
+  if (error instanceof Error) return error;
+  if (typeof error === 'string') return error;
+  return { name: typeof error, message: messageOf(error) };
+}
+
+// A stream or thenable that its caller drops without finishing would otherwise keep its span open
+// forever (the known gap of wrappers that end spans only in `finally`). When the object is
+// collected, the call ends as `abandoned` with what it produced so far.
+const abandoned = new FinalizationRegistry<{ end: CallEnd; output: () => unknown }>(({ end, output }) => {
+  end.succeed(safely(output), 'abandoned');
+});
+
+function safely(output: () => unknown): unknown {
+  try {
+    return output();
+  } catch (error) {
+    return `[output failed: ${messageOf(error)}]`;
+  }
+}

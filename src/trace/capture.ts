@@ -1,0 +1,366 @@
+/**
+ * Safe copies of user values for span attributes (SPEC §5: "capture never changes behaviour and
+ * never throws").
+ *
+ * One walk over the user's value runs user code (getters, `toJSON`, the redact function) exactly
+ * once and yields plain JSON data; if its JSON text is over `maxValueBytes`, that plain data (never
+ * the user's value again) is shrunk in passes with tighter string/item/depth caps. Every cut leaves
+ * a visible marker (`…[truncated N chars]`, `[N more items]`, `[Truncated: too deep]`).
+ *
+ * How non-JSON values are written:
+ * cycles -> `"[Circular]"` (a reference to an ancestor; shared references are copied again);
+ * a getter that throws -> `"[Getter threw: message]"`; class instances -> their own enumerable
+ * properties; `toJSON()` is honoured (a throwing one gives `"[toJSON threw: message]"`);
+ * Map -> an object when every key is a string, else a list of `[key, value]` pairs; Set -> a list;
+ * Date -> ISO text; bytes (Buffer, Uint8Array, ArrayBuffer) -> base64 text, or `"[Buffer N bytes]"`
+ * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
+ * NaN/Infinity -> text; functions -> `"[Function name]"`; symbols -> `"Symbol(description)"`;
+ * errors -> `{name, message, stack, cause?, ...own properties}`; promises, weak collections ->
+ * `"[Promise]"`, `"[WeakMap]"`...; `undefined` object members are left out, as JSON does.
+ */
+import { types } from 'node:util';
+import type { Redactor } from './redact.js';
+import { REDACTED } from './redact.js';
+
+/** Default cap on one captured value (the inputs of a call, or its output): 256 KiB of JSON. */
+export const DEFAULT_MAX_VALUE_BYTES = 256 * 1024;
+
+/** How one `trace()` captures values; compiled once per traced function. */
+export interface CapturePolicy {
+  readonly maxValueBytes: number;
+  readonly redactor: Redactor;
+}
+
+/** A captured value: plain JSON data and its JSON text (at most `maxValueBytes` UTF-8 bytes). */
+export interface Captured {
+  readonly value: unknown;
+  readonly json: string;
+}
+
+interface Limits {
+  readonly strings: number;
+  readonly items: number;
+  readonly depth: number;
+}
+
+// Generous: embeddings (1536-3072 numbers) must survive whole; maxValueBytes bounds the size.
+const FIRST_ITEMS = 10_000;
+const FIRST_DEPTH = 24;
+const SHRINK_PASSES = 6;
+
+const CIRCULAR = '[Circular]';
+const TOO_DEEP = '[Truncated: too deep]';
+const MORE_KEYS = '…';
+
+/**
+ * Copy `value` into JSON-safe data within `policy.maxValueBytes`. Never throws.
+ *
+ * @example
+ * const a: any = { n: 1n }; a.self = a;
+ * capture(a, policy).json // '{"n":"1","self":"[Circular]"}'
+ */
+export function capture(value: unknown, policy: CapturePolicy): Captured {
+  try {
+    const max = policy.maxValueBytes;
+    let limits: Limits = { strings: max, items: FIRST_ITEMS, depth: FIRST_DEPTH };
+    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [] }, 0);
+    for (let pass = 0; pass < SHRINK_PASSES; pass++) {
+      const json = JSON.stringify(data) ?? 'null';
+      const bytes = utf8Length(json, max);
+      if (bytes <= max) return { value: data ?? null, json };
+      // Tighten every cap: strings shrink fastest because they are usually what is large.
+      limits = {
+        strings: Math.max(32, Math.floor(Math.min(limits.strings, max) / 4)),
+        items: Math.max(4, Math.floor(limits.items / 2)),
+        depth: Math.max(3, limits.depth - 4),
+      };
+      data = shrink(data, limits, 0);
+    }
+    // Fits any budget trace() accepts (at least 64 bytes), and is still an object like inputs.
+    const marker = { [MORE_KEYS]: '[truncated: over maxValueBytes]' };
+    return { value: marker, json: JSON.stringify(marker) };
+  } catch (error) {
+    // Only reachable through a bug or exhausted memory; capture must still not throw.
+    const marker = `[Capture failed: ${messageOf(error)}]`;
+    return { value: marker, json: JSON.stringify(marker) };
+  }
+}
+
+/**
+ * `capture()` for a record the caller built itself (a call's `{name: argument}` inputs): when every
+ * member is a JSON-ready primitive under a key that is not masked, its JSON text is the record's
+ * own, so the copy is skipped (measured: about half the capture cost of a typical call with
+ * scalar arguments). Anything else goes through `capture()`.
+ */
+export function captureRecord(record: Record<string, unknown>, policy: CapturePolicy): string {
+  if (policy.redactor.transform === undefined && isPlainScalarRecord(record, policy)) {
+    const json = JSON.stringify(record);
+    if (utf8Length(json, policy.maxValueBytes) <= policy.maxValueBytes) return json;
+  }
+  return capture(record, policy).json;
+}
+
+function isPlainScalarRecord(record: Record<string, unknown>, policy: CapturePolicy): boolean {
+  let budget = policy.maxValueBytes;
+  for (const key in record) {
+    const value = record[key];
+    budget -= key.length + 4;
+    if (typeof value === 'string') budget -= value.length + 2;
+    else if (!(typeof value === 'number' ? Number.isFinite(value) : typeof value === 'boolean' || value === null)) return false;
+    if (budget < 0 || policy.redactor.isSecret(key)) return false;
+  }
+  return true;
+}
+
+/** Cut a string to at most `maxBytes` UTF-8 bytes, with a marker when cut. Never throws. */
+export function captureText(text: string, maxBytes: number): string {
+  if (utf8Length(text, maxBytes) <= maxBytes) return text;
+  // At most 3 bytes per UTF-16 unit: a third of the budget always fits, marker included.
+  return cutString(text, Math.max(16, Math.floor(maxBytes / 3) - 32));
+}
+
+/** Byte length of `text`, computed only when the cheap bounds cannot decide against `max`. */
+function utf8Length(text: string, max: number): number {
+  if (text.length * 3 <= max) return text.length;
+  if (text.length > max) return text.length; // every unit is at least one byte: already over
+  return Buffer.byteLength(text, 'utf8');
+}
+
+interface Walk {
+  readonly redactor: Redactor;
+  readonly limits: Limits;
+  /** The objects on the path from the root: a cycle is a reference to one of them. An array, not a Set: it is never deeper than the depth cap, and scanning a few entries beats hashing. */
+  readonly ancestors: object[];
+  readonly path: Array<string | number>;
+}
+
+function copyValue(value: unknown, walk: Walk, depth: number): unknown {
+  switch (typeof value) {
+    case 'string':
+      return value.length > walk.limits.strings ? cutString(value, walk.limits.strings) : value;
+    case 'number':
+      return copyNumber(value);
+    case 'boolean':
+    case 'undefined':
+      return value;
+    case 'bigint':
+      return value.toString();
+    case 'symbol':
+      return value.toString();
+    case 'function':
+      return `[Function ${functionName(value)}]`;
+    default:
+      return value === null ? null : copyObject(value as object, walk, depth);
+  }
+}
+
+function copyNumber(value: number): number | string {
+  if (!Number.isFinite(value)) return String(value);
+  return Object.is(value, -0) ? 0 : value;
+}
+
+function copyObject(obj: object, walk: Walk, depth: number): unknown {
+  if (walk.ancestors.includes(obj)) return CIRCULAR;
+  if (depth >= walk.limits.depth) return TOO_DEEP;
+  walk.ancestors.push(obj);
+  try {
+    return copyByKind(obj, walk, depth);
+  } catch (error) {
+    // Revoked proxies, hostile `ownKeys` traps, exotic host objects.
+    return `[Unreadable: ${messageOf(error)}]`;
+  } finally {
+    walk.ancestors.pop();
+  }
+}
+
+function copyByKind(obj: object, walk: Walk, depth: number): unknown {
+  if (Array.isArray(obj)) return copyList(obj, walk, depth);
+  // Plain objects are most of what gets captured: skip the dozen type probes below for them.
+  const proto: unknown = Object.getPrototypeOf(obj);
+  if (proto === Object.prototype || proto === null) return copyPlain(obj, walk, depth);
+  if (types.isDate(obj)) return Number.isNaN(obj.getTime()) ? 'Invalid Date' : obj.toISOString();
+  if (types.isNativeError(obj) || obj instanceof Error) return copyError(obj as Error, walk, depth);
+  if (types.isArrayBufferView(obj)) return copyView(obj, walk, depth);
+  if (types.isAnyArrayBuffer(obj)) return copyBytes(new Uint8Array(obj), 'ArrayBuffer', walk);
+  if (types.isMap(obj)) return copyMap(obj as Map<unknown, unknown>, walk, depth);
+  if (types.isSet(obj)) return copyList([...(obj as Set<unknown>)], walk, depth);
+  if (types.isRegExp(obj)) return String(obj);
+  if (types.isBoxedPrimitive(obj)) return copyValue(obj.valueOf(), walk, depth);
+  if (types.isPromise(obj)) return '[Promise]';
+  if (types.isWeakMap(obj)) return '[WeakMap]';
+  if (types.isWeakSet(obj)) return '[WeakSet]';
+  return copyPlain(obj, walk, depth);
+}
+
+/** An object by its own enumerable properties, or by its `toJSON()` when it has one. */
+function copyPlain(obj: object, walk: Walk, depth: number): unknown {
+  const toJSON = (obj as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') {
+    let json: unknown;
+    try {
+      json = toJSON.call(obj, '');
+    } catch (error) {
+      return `[toJSON threw: ${messageOf(error)}]`;
+    }
+    if (json !== obj) return copyValue(json, walk, depth);
+  }
+  return copyProperties(obj, Object.keys(obj), walk, depth);
+}
+
+function copyList(list: readonly unknown[], walk: Walk, depth: number): unknown[] {
+  const count = Math.min(list.length, walk.limits.items);
+  const out: unknown[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    walk.path.push(i);
+    let item: unknown;
+    try {
+      item = copyValue(list[i], walk, depth + 1);
+    } catch (error) {
+      item = `[Getter threw: ${messageOf(error)}]`;
+    }
+    walk.path.pop();
+    out[i] = item === undefined ? null : item;
+  }
+  if (list.length > count) out.push(`[${list.length - count} more items]`);
+  return out;
+}
+
+function copyProperties(obj: object, keys: readonly string[], walk: Walk, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const count = Math.min(keys.length, walk.limits.items);
+  for (let i = 0; i < count; i++) {
+    const key = keys[i]!;
+    let raw: unknown;
+    try {
+      raw = (obj as Record<string, unknown>)[key];
+    } catch (error) {
+      setMember(out, key, `[Getter threw: ${messageOf(error)}]`);
+      continue;
+    }
+    setMember(out, key, copyMember(key, raw, walk, depth));
+  }
+  if (keys.length > count) setMember(out, MORE_KEYS, `[${keys.length - count} more keys]`);
+  return out;
+}
+
+/** One object member, through redaction: the default rule, then the user's function. */
+function copyMember(key: string, raw: unknown, walk: Walk, depth: number): unknown {
+  if (walk.redactor.isSecret(key)) return REDACTED;
+  walk.path.push(key);
+  try {
+    let value = raw;
+    const transform = walk.redactor.transform;
+    if (transform !== undefined) {
+      try {
+        value = transform(key, raw, walk.path.slice());
+      } catch {
+        return REDACTED; // fail closed: a broken redactor must not leak what it meant to hide
+      }
+    }
+    return copyValue(value, walk, depth + 1);
+  } finally {
+    walk.path.pop();
+  }
+}
+
+function setMember(out: Record<string, unknown>, key: string, value: unknown): void {
+  if (value === undefined) return;
+  if (key === '__proto__') Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  else out[key] = value;
+}
+
+function copyError(error: Error, walk: Walk, depth: number): Record<string, unknown> {
+  const out = copyProperties(error, Object.keys(error), walk, depth);
+  const read = (key: 'name' | 'message' | 'stack'): unknown => {
+    try {
+      return error[key];
+    } catch {
+      return undefined;
+    }
+  };
+  const name = read('name');
+  const message = read('message');
+  const stack = read('stack');
+  const cause = 'cause' in error ? copyMember('cause', error.cause, walk, depth) : undefined;
+  return {
+    name: typeof name === 'string' ? name : 'Error',
+    message: typeof message === 'string' ? copyValue(message, walk, depth + 1) : String(message),
+    ...(typeof stack === 'string' ? { stack: copyValue(stack, walk, depth + 1) } : {}),
+    ...(cause !== undefined ? { cause } : {}),
+    ...out,
+  };
+}
+
+function copyView(view: ArrayBufferView, walk: Walk, depth: number): unknown {
+  if (view instanceof Uint8Array || view instanceof Uint8ClampedArray) {
+    return copyBytes(view, Buffer.isBuffer(view) ? 'Buffer' : view.constructor.name, walk);
+  }
+  if (types.isDataView(view)) return `[DataView ${view.byteLength} bytes]`;
+  // Float32Array and friends are usually embeddings: keep them as numbers, capped like lists.
+  return copyList(Array.from(view as unknown as ArrayLike<number | bigint>), walk, depth);
+}
+
+function copyBytes(bytes: Uint8Array | Uint8ClampedArray, label: string, walk: Walk): string {
+  if (Math.ceil(bytes.byteLength / 3) * 4 > walk.limits.strings) return `[${label} ${bytes.byteLength} bytes]`;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+}
+
+function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown {
+  const entries = [...map];
+  if (entries.every(([key]) => typeof key === 'string')) {
+    const out: Record<string, unknown> = {};
+    const count = Math.min(entries.length, walk.limits.items);
+    for (let i = 0; i < count; i++) {
+      const [key, value] = entries[i] as [string, unknown];
+      setMember(out, key, copyMember(key, value, walk, depth));
+    }
+    if (entries.length > count) setMember(out, MORE_KEYS, `[${entries.length - count} more keys]`);
+    return out;
+  }
+  return copyList(entries, walk, depth);
+}
+
+/** Tighten already-plain JSON data to `limits` (runs no user code). */
+function shrink(data: unknown, limits: Limits, depth: number): unknown {
+  if (typeof data === 'string') return data.length > limits.strings ? cutString(data, limits.strings) : data;
+  if (data === null || typeof data !== 'object') return data;
+  if (depth >= limits.depth) return TOO_DEEP;
+  if (Array.isArray(data)) {
+    const kept = data.slice(0, limits.items).map((item) => shrink(item, limits, depth + 1));
+    if (data.length > limits.items) kept.push(`[${data.length - limits.items} more items]`);
+    return kept;
+  }
+  const out: Record<string, unknown> = {};
+  const keys = Object.keys(data);
+  for (const key of keys.slice(0, limits.items)) {
+    setMember(out, key, shrink((data as Record<string, unknown>)[key], limits, depth + 1));
+  }
+  if (keys.length > limits.items) setMember(out, MORE_KEYS, `[${keys.length - limits.items} more keys]`);
+  return out;
+}
+
+function cutString(text: string, keep: number): string {
+  let end = Math.max(0, keep);
+  // Never split a surrogate pair: half a character is not valid text.
+  const code = text.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end--;
+  return `${text.slice(0, end)}…[truncated ${text.length - end} chars]`;
+}
+
+function functionName(fn: Function): string {
+  try {
+    return typeof fn.name === 'string' && fn.name !== '' ? fn.name : 'anonymous';
+  } catch {
+    return 'anonymous';
+  }
+}
+
+/** The message of a thrown value, without ever throwing itself. */
+export function messageOf(error: unknown): string {
+  try {
+    if (error instanceof Error) return error.message;
+    return String(error);
+  } catch {
+    return 'unknown error';
+  }
+}

@@ -1,0 +1,255 @@
+/**
+ * Reads parameter names from a function's source text (`fn.toString()`), so a traced call's
+ * inputs read `{question: "..."}` rather than `{arg0: "..."}` (SPEC §5).
+ *
+ * A small scanner, not a parser: it only needs to find the parameter list and split it at
+ * top-level commas, skipping strings, template literals, comments and nested brackets (default
+ * values such as `b = f(1, "x,y")`). Anything it cannot read yields `null` for that parameter
+ * (destructuring) or for the whole list (native and bound functions), and the caller falls back to
+ * `arg<index>`.
+ */
+
+/** One declared parameter: its name (null when destructured) and whether it is `...rest`. */
+export interface ParamSpec {
+  readonly name: string | null;
+  readonly rest: boolean;
+}
+
+const IDENTIFIER = /^[\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*/u;
+const SINGLE_PARAM_ARROW = /^(?:async\s+)?([\p{ID_Start}$_][\p{ID_Continue}$\u200c\u200d]*)\s*=>/u;
+
+const cache = new WeakMap<Function, readonly ParamSpec[] | null>();
+
+/**
+ * The declared parameters of `fn`, or `null` when its source cannot be read. Cached per function.
+ *
+ * @example
+ * readParams(function f(a, { b }, ...rest) {}) // [{name:'a'}, {name:null}, {name:'rest', rest:true}]
+ */
+export function readParams(fn: Function): readonly ParamSpec[] | null {
+  const cached = cache.get(fn);
+  if (cached !== undefined) return cached;
+  let params: readonly ParamSpec[] | null;
+  try {
+    params = parseParams(Function.prototype.toString.call(fn));
+  } catch {
+    params = null;
+  }
+  cache.set(fn, params);
+  return params;
+}
+
+/** Parse the parameter list out of a function's source text. Exported for tests. */
+export function parseParams(source: string): readonly ParamSpec[] | null {
+  const src = source.trimStart();
+  if (src.includes('[native code]')) return null;
+  const arrow = SINGLE_PARAM_ARROW.exec(src);
+  if (arrow?.[1] !== undefined) return [{ name: arrow[1], rest: false }];
+  const open = /^class\b/.test(src) ? findConstructorParen(src) : findFirstParen(src);
+  if (open < 0) return null;
+  return splitParams(src, open).map(toParamSpec).filter((spec): spec is ParamSpec => spec !== undefined);
+}
+
+function toParamSpec(segment: string): ParamSpec | undefined {
+  let text = stripCommentsAndSpace(segment);
+  if (text === '') return undefined; // trailing comma
+  const rest = text.startsWith('...');
+  if (rest) text = stripCommentsAndSpace(text.slice(3));
+  const name = IDENTIFIER.exec(text)?.[0] ?? null;
+  return { name, rest };
+}
+
+/** Drop leading whitespace and comments. */
+function stripCommentsAndSpace(text: string): string {
+  let i = 0;
+  for (;;) {
+    while (i < text.length && /\s/.test(text[i]!)) i++;
+    const after = skipComment(text, i);
+    if (after === i) return text.slice(i);
+    i = after;
+  }
+}
+
+/** Index of the first `(` outside strings, comments and computed keys, or -1. */
+function findFirstParen(src: string): number {
+  let i = 0;
+  while (i < src.length) {
+    const skipped = skipNonCode(src, i);
+    if (skipped !== i) {
+      i = skipped;
+      continue;
+    }
+    const ch = src[i];
+    if (ch === '(') return i;
+    if (ch === '[') {
+      i = skipBalanced(src, i + 1, ']');
+      continue;
+    }
+    if (ch === '{' || ch === '=') return -1; // a body or `=>` before any `(`: unreadable
+    i++;
+  }
+  return -1;
+}
+
+/** Index of the `(` of `constructor(` directly inside the class body, or -1. */
+function findConstructorParen(src: string): number {
+  const bodyStart = findClassBody(src);
+  if (bodyStart < 0) return -1;
+  let depth = 0;
+  let i = bodyStart + 1;
+  while (i < src.length) {
+    const skipped = skipNonCode(src, i);
+    if (skipped !== i) {
+      i = skipped;
+      continue;
+    }
+    const ch = src[i]!;
+    if (ch === '{' || ch === '(' || ch === '[') depth++;
+    else if (ch === '}' || ch === ')' || ch === ']') {
+      if (depth === 0) return -1;
+      depth--;
+    } else if (depth === 0 && src.startsWith('constructor', i) && !isIdentifierChar(src[i - 1])) {
+      let j = i + 'constructor'.length;
+      while (j < src.length && /\s/.test(src[j]!)) j++;
+      if (src[j] === '(') return j;
+    }
+    i++;
+  }
+  return -1;
+}
+
+function findClassBody(src: string): number {
+  let i = 'class'.length;
+  while (i < src.length) {
+    const skipped = skipNonCode(src, i);
+    if (skipped !== i) {
+      i = skipped;
+      continue;
+    }
+    const ch = src[i];
+    if (ch === '{') return i;
+    if (ch === '(' || ch === '[') {
+      i = skipBalanced(src, i + 1, ch === '(' ? ')' : ']');
+      continue;
+    }
+    i++;
+  }
+  return -1;
+}
+
+function isIdentifierChar(ch: string | undefined): boolean {
+  return ch !== undefined && /[\p{ID_Continue}$]/u.test(ch);
+}
+
+/** The raw text of each top-level parameter between `(` at `open` and its matching `)`. */
+function splitParams(src: string, open: number): string[] {
+  const segments: string[] = [];
+  let start = open + 1;
+  let i = start;
+  while (i < src.length) {
+    const skipped = skipNonCode(src, i);
+    if (skipped !== i) {
+      i = skipped;
+      continue;
+    }
+    const ch = src[i];
+    if (ch === '(' || ch === '[' || ch === '{') {
+      i = skipBalanced(src, i + 1, ch === '(' ? ')' : ch === '[' ? ']' : '}');
+      continue;
+    }
+    if (ch === ',' || ch === ')') {
+      segments.push(src.slice(start, i));
+      if (ch === ')') return segments;
+      start = i + 1;
+    }
+    i++;
+  }
+  throw new SyntaxError('unterminated parameter list');
+}
+
+/** Index just past the `closer` that balances an opener ending right before `i`. */
+function skipBalanced(src: string, i: number, closer: string): number {
+  const stack = [closer];
+  while (i < src.length) {
+    const skipped = skipNonCode(src, i);
+    if (skipped !== i) {
+      i = skipped;
+      continue;
+    }
+    const ch = src[i]!;
+    if (ch === '(') stack.push(')');
+    else if (ch === '[') stack.push(']');
+    else if (ch === '{') stack.push('}');
+    else if (ch === stack[stack.length - 1]) {
+      stack.pop();
+      if (stack.length === 0) return i + 1;
+    }
+    i++;
+  }
+  throw new SyntaxError('unbalanced brackets');
+}
+
+/** If a string, template or comment starts at `i`, the index after it; otherwise `i`. */
+function skipNonCode(src: string, i: number): number {
+  const ch = src[i];
+  if (ch === '"' || ch === "'") return skipQuoted(src, i + 1, ch);
+  if (ch === '`') return skipTemplate(src, i + 1);
+  return skipComment(src, i);
+}
+
+function skipComment(src: string, i: number): number {
+  if (src[i] !== '/') return i;
+  if (src[i + 1] === '/') {
+    const end = src.indexOf('\n', i + 2);
+    return end < 0 ? src.length : end + 1;
+  }
+  if (src[i + 1] === '*') {
+    const end = src.indexOf('*/', i + 2);
+    if (end < 0) throw new SyntaxError('unterminated comment');
+    return end + 2;
+  }
+  return i;
+}
+
+function skipQuoted(src: string, i: number, quote: string): number {
+  while (i < src.length) {
+    const ch = src[i];
+    if (ch === '\\') i += 2;
+    else if (ch === quote) return i + 1;
+    else i++;
+  }
+  throw new SyntaxError('unterminated string');
+}
+
+function skipTemplate(src: string, i: number): number {
+  while (i < src.length) {
+    const ch = src[i];
+    if (ch === '\\') i += 2;
+    else if (ch === '`') return i + 1;
+    else if (ch === '$' && src[i + 1] === '{') i = skipBalanced(src, i + 2, '}');
+    else i++;
+  }
+  throw new SyntaxError('unterminated template');
+}
+
+/**
+ * Build the `inputs` object of one call: declared names for declared parameters, the rest
+ * parameter as an array, `arg<index>` for destructured parameters and for extra arguments.
+ */
+export function namedInputs(params: readonly ParamSpec[] | null, args: readonly unknown[]): Record<string, unknown> {
+  const inputs: Record<string, unknown> = {};
+  let i = 0;
+  if (params !== null) {
+    for (; i < params.length && i < args.length; i++) {
+      const spec = params[i]!;
+      const key = spec.name ?? `arg${i}`;
+      if (spec.rest) {
+        inputs[key] = args.slice(i);
+        return inputs;
+      }
+      inputs[key] = args[i];
+    }
+  }
+  for (; i < args.length; i++) inputs[`arg${i}`] = args[i];
+  return inputs;
+}

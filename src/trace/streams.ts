@@ -1,0 +1,180 @@
+/**
+ * Streamed results (SPEC §5): a traced call that returns a generator, an async generator or an
+ * async iterable stays open until the consumer finishes, breaks off (`return()`) or the iterator
+ * throws; its output is `reduce(chunks)` (default: the chunks, capped).
+ *
+ * Generators are instrumented in place: `next`/`return`/`throw` become own properties of the
+ * same object, so the caller gets back exactly the object the function returned (identity, other
+ * methods and `instanceof` unchanged). Other async iterables (an SDK's `Stream` class with extra
+ * methods) get their `[Symbol.asyncIterator]` patched on the instance; the first iterator taken
+ * from it is the one observed. Every step runs inside the call's context, so spans started in the
+ * generator body are children of the call.
+ */
+import { context } from '@opentelemetry/api';
+import type { Context } from '@opentelemetry/api';
+import type { CallEnd } from './call-end.js';
+import { messageOf } from './capture.js';
+
+/** Default cap on chunks kept for the default output; later chunks are counted, not kept. */
+export const MAX_KEPT_CHUNKS = 1000;
+
+export type StreamShape = 'generator' | 'asyncGenerator' | 'asyncIterable';
+
+type Step = 'next' | 'return' | 'throw';
+type IteratorMethod = (...args: unknown[]) => unknown;
+
+/** Which kind of stream `value` is, if any. Byte streams (Node `Readable`, web `ReadableStream`) are not: they are piped more often than iterated. */
+export function streamShape(value: object): StreamShape | undefined {
+  const tag = Object.prototype.toString.call(value);
+  if (tag === '[object Generator]') return 'generator';
+  if (tag === '[object AsyncGenerator]') return 'asyncGenerator';
+  const candidate = value as { [Symbol.asyncIterator]?: unknown; pipe?: unknown; getReader?: unknown };
+  if (typeof candidate[Symbol.asyncIterator] !== 'function') return undefined;
+  if (typeof candidate.pipe === 'function' || typeof candidate.getReader === 'function') return undefined;
+  return 'asyncIterable';
+}
+
+/** The chunks of one streamed call and how its output is built from them. */
+class StreamRun {
+  private readonly chunks: unknown[] = [];
+  private skipped = 0;
+
+  constructor(
+    readonly end: CallEnd,
+    readonly ctx: Context,
+    private readonly reduce: ((chunks: unknown[]) => unknown) | undefined,
+  ) {}
+
+  push(chunk: unknown): void {
+    // With a reducer the user asked for every chunk; without one, keep a bounded prefix.
+    if (this.reduce !== undefined || this.chunks.length < MAX_KEPT_CHUNKS) this.chunks.push(chunk);
+    else this.skipped++;
+  }
+
+  output(): unknown {
+    if (this.reduce !== undefined) {
+      try {
+        return this.reduce(this.chunks.slice());
+      } catch (error) {
+        return `[reduce threw: ${messageOf(error)}]`;
+      }
+    }
+    return this.skipped === 0 ? this.chunks : [...this.chunks, `[${this.skipped} more chunks]`];
+  }
+
+  /** Account for one iterator result; ends the call when the iterator reports done. */
+  observe(result: unknown, step: Step): void {
+    let done: unknown;
+    let value: unknown;
+    try {
+      done = (result as IteratorResult<unknown>).done;
+      value = (result as IteratorResult<unknown>).value;
+    } catch (error) {
+      this.end.fail(error);
+      return;
+    }
+    if (done) this.end.succeed(this.output(), step === 'return' ? 'cancelled' : undefined);
+    else this.push(value);
+  }
+}
+
+/**
+ * Make `value` (a stream of `shape`) end `end` when consumed, and return what the caller gets:
+ * the same object whenever it can be patched.
+ */
+export function instrumentStream<T extends object>(
+  value: T,
+  shape: StreamShape,
+  end: CallEnd,
+  ctx: Context,
+  reduce: ((chunks: unknown[]) => unknown) | undefined,
+): T {
+  const run = new StreamRun(end, ctx, reduce);
+  end.watch(value, () => run.output());
+  if (shape === 'asyncIterable') {
+    patchAsyncIterable(value, run);
+    return value;
+  }
+  const isAsync = shape === 'asyncGenerator';
+  if (!Object.isExtensible(value)) return wrapIterator(value as unknown as Iterator<unknown>, run, isAsync) as T;
+  for (const step of ['next', 'return', 'throw'] as const) {
+    const original = (value as unknown as Record<Step, IteratorMethod>)[step];
+    Object.defineProperty(value, step, {
+      value: observedStep(run, original, step, isAsync, undefined),
+      writable: true,
+      configurable: true,
+      enumerable: false,
+    });
+  }
+  return value;
+}
+
+function patchAsyncIterable(iterable: object, run: StreamRun): void {
+  const original = (iterable as { [Symbol.asyncIterator]: IteratorMethod })[Symbol.asyncIterator];
+  let claimed = false;
+  const patched = function (this: unknown): unknown {
+    const iterator = context.with(run.ctx, original, this) as AsyncIterator<unknown>;
+    if (claimed || run.end.done) return iterator;
+    claimed = true;
+    return wrapIterator(iterator, run, true);
+  };
+  try {
+    Object.defineProperty(iterable, Symbol.asyncIterator, { value: patched, writable: true, configurable: true });
+  } catch {
+    // A frozen iterable cannot be observed; end the call now rather than never.
+    run.end.succeed('[unobservable stream]');
+  }
+}
+
+/**
+ * A new iterator around `iterator`. It always has `return()`, so that a consumer breaking out of
+ * `for await` ends the call even when the underlying iterator has no `return` of its own.
+ */
+function wrapIterator(iterator: Iterator<unknown> | AsyncIterator<unknown>, run: StreamRun, isAsync: boolean): object {
+  const source = iterator as unknown as Partial<Record<Step, IteratorMethod>>;
+  const finish = (value?: unknown): unknown => (isAsync ? Promise.resolve({ done: true, value }) : { done: true, value });
+  const wrapper: Record<string | symbol, unknown> = {
+    next: observedStep(run, source.next!, 'next', isAsync, iterator),
+    return: observedStep(run, source.return ?? finish, 'return', isAsync, iterator),
+  };
+  if (source.throw !== undefined) wrapper.throw = observedStep(run, source.throw, 'throw', isAsync, iterator);
+  wrapper[isAsync ? Symbol.asyncIterator : Symbol.iterator] = function (this: unknown) {
+    return this;
+  };
+  return wrapper;
+}
+
+/** `original` (a `next`/`return`/`throw`), run in the call's context and observed. */
+function observedStep(
+  run: StreamRun,
+  original: IteratorMethod,
+  step: Step,
+  isAsync: boolean,
+  receiver: object | undefined,
+): IteratorMethod {
+  return function (this: unknown, ...args: unknown[]): unknown {
+    const self = receiver ?? this;
+    if (run.end.done) return Reflect.apply(original, self, args);
+    let result: unknown;
+    try {
+      result = context.with(run.ctx, original, self, ...args);
+    } catch (error) {
+      run.end.fail(error);
+      throw error;
+    }
+    if (!isAsync) {
+      run.observe(result, step);
+      return result;
+    }
+    return Promise.resolve(result).then(
+      (settled) => {
+        run.observe(settled, step);
+        return settled;
+      },
+      (error: unknown) => {
+        run.end.fail(error);
+        throw error;
+      },
+    );
+  };
+}

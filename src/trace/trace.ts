@@ -1,0 +1,271 @@
+/**
+ * `trace(fn)`: one span per call of `fn` (SPEC §5), without changing what `fn` does: same `this`,
+ * same arguments, same return value, same thrown object; the span ends exactly once.
+ */
+import { context, INVALID_SPAN_CONTEXT, isSpanContextValid, trace as otelTrace } from '@opentelemetry/api';
+import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
+import { InvalidOptionError } from '../errors.js';
+import { DISPLAY_NAME, INPUTS, SPAN_KIND } from './attributes.js';
+import { enterThread } from './call-context.js';
+import { CallEnd } from './call-end.js';
+import type { CapturePolicy } from './capture.js';
+import { captureRecord, DEFAULT_MAX_VALUE_BYTES } from './capture.js';
+import type { ParamSpec } from './params.js';
+import { namedInputs, readParams } from './params.js';
+import type { RedactOption } from './redact.js';
+import { compileRedactor } from './redact.js';
+import { instrumentStream, streamShape } from './streams.js';
+
+/** Options of `trace(fn, options)` and `@traced(options)`. */
+export interface TraceOptions {
+  /**
+   * Span (and op) name.
+   * @default `fn.name`, else `'anonymous'` (for `@traced`, the method name)
+   */
+  readonly name?: string;
+  /** Sets `weave.span.kind` (the call's `attributes.kind`), e.g. `'llm'`, `'tool'`, `'agent'`. */
+  readonly kind?: string;
+  /** Sets `wandb.display_name` (the call's `display_name`). */
+  readonly displayName?: string;
+  /**
+   * Builds a streamed call's output from its chunks. Every chunk is kept when it is given.
+   * @default the list of chunks, at most 1000 (later ones are counted in a marker)
+   */
+  readonly reduce?: (chunks: unknown[]) => unknown;
+  /**
+   * Masking of captured values: keys, a function, or `false`. See `RedactOption`.
+   * @default keys that look like secrets (`api_key`, `password`, `access_token`, ...) -> `"[REDACTED]"`
+   */
+  readonly redact?: RedactOption;
+  /**
+   * Largest JSON text of the captured inputs, and of the output; bigger values are sized down.
+   * @default 262144 (256 KiB)
+   */
+  readonly maxValueBytes?: number;
+  /**
+   * Capture arguments as the call's inputs. Turn off for functions whose arguments are private.
+   * @default true
+   */
+  readonly captureInputs?: boolean;
+  /**
+   * Capture the result as the call's output.
+   * @default true
+   */
+  readonly captureOutput?: boolean;
+}
+
+/** Everything about one traced function that does not change between calls. */
+interface TracedCall {
+  readonly fn: Function;
+  readonly name: string;
+  readonly kind: string | undefined;
+  readonly displayName: string | undefined;
+  readonly reduce: ((chunks: unknown[]) => unknown) | undefined;
+  readonly policy: CapturePolicy;
+  readonly captureInputs: boolean;
+  readonly captureOutput: boolean;
+  /** Parsed on the first recording call: a function never called with a provider is never parsed. */
+  params: readonly ParamSpec[] | null | undefined;
+}
+
+const TRACER_NAME = 'callbridge';
+
+let tracerProvider: TracerProvider | undefined;
+let tracer: Tracer | undefined;
+
+/**
+ * The tracer of the current global provider. Cached per provider object: the API's global is a
+ * proxy that stays the same object when a provider registers, and is replaced by `trace.disable()`.
+ */
+function currentTracer(): Tracer {
+  const provider = otelTrace.getTracerProvider();
+  if (provider !== tracerProvider || tracer === undefined) {
+    tracerProvider = provider;
+    tracer = provider.getTracer(TRACER_NAME);
+  }
+  return tracer;
+}
+
+/**
+ * Wrap `fn` so every call is a span (a call record once exported): inputs by parameter name,
+ * output, errors, and streams consumed later. The returned function has `fn`'s type, `name`
+ * and `length`.
+ *
+ * @example
+ * const answer = trace(async function answer(question: string) {
+ *   return llm.complete(question);
+ * }, { kind: 'llm' });
+ * await answer('Why is the sky blue?');
+ */
+export function trace<F extends (...args: any[]) => any>(fn: F, options: TraceOptions = {}): F {
+  if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function', fn);
+  const call = compileCall(fn, options);
+  const traced = function (this: unknown, ...args: unknown[]): unknown {
+    return runTraced(call, this, args, new.target);
+  };
+  Object.defineProperty(traced, 'name', { value: fn.name, configurable: true });
+  Object.defineProperty(traced, 'length', { value: fn.length, configurable: true });
+  // `new traced()` must build an instance of `fn` (Reflect.construct takes the prototype from
+  // new.target, which is the wrapper).
+  if (fn.prototype !== undefined) traced.prototype = fn.prototype;
+  return traced as unknown as F;
+}
+
+function compileCall(fn: Function, options: TraceOptions): TracedCall {
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
+  const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
+  if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 64) {
+    throw new InvalidOptionError('maxValueBytes', 'an integer of at least 64', maxValueBytes);
+  }
+  optionalString('name', options.name);
+  optionalString('kind', options.kind);
+  optionalString('displayName', options.displayName);
+  if (options.reduce !== undefined && typeof options.reduce !== 'function') {
+    throw new InvalidOptionError('reduce', 'a function', options.reduce);
+  }
+  return {
+    fn,
+    name: options.name || fn.name || 'anonymous',
+    kind: options.kind,
+    displayName: options.displayName,
+    reduce: options.reduce,
+    policy: { maxValueBytes, redactor: compileRedactor(options.redact) },
+    captureInputs: options.captureInputs ?? true,
+    captureOutput: options.captureOutput ?? true,
+    params: undefined,
+  };
+}
+
+function optionalString(name: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'string') throw new InvalidOptionError(name, 'a string', value);
+}
+
+function runTraced(call: TracedCall, thisArg: unknown, args: unknown[], newTarget: unknown): unknown {
+  const parent = context.active();
+  const span = currentTracer().startSpan(call.name, undefined, parent);
+  if (!span.isRecording()) {
+    // No provider, or sampled out: no capture work at all (SPEC §5). A sampled-out span still
+    // becomes active, so that its children inherit the decision instead of starting new traces.
+    const spanContext = span.spanContext();
+    if (spanContext === INVALID_SPAN_CONTEXT || !isSpanContextValid(spanContext)) {
+      return invoke(call.fn, thisArg, args, newTarget);
+    }
+    return context.with(otelTrace.setSpan(parent, span), invoke, undefined, call.fn, thisArg, args, newTarget);
+  }
+  const end = new CallEnd(span, call.policy, call.captureOutput);
+  let ctx = otelTrace.setSpan(parent, span);
+  try {
+    ctx = describeCall(call, span, parent, ctx, args);
+  } catch {
+    // Describing the call is best effort; the call itself runs regardless.
+  }
+  let result: unknown;
+  try {
+    result = context.with(ctx, invoke, undefined, call.fn, thisArg, args, newTarget);
+  } catch (error) {
+    end.fail(error);
+    throw error;
+  }
+  return settle(call, end, ctx, result);
+}
+
+function invoke(fn: Function, thisArg: unknown, args: unknown[], newTarget: unknown): unknown {
+  return newTarget === undefined ? Reflect.apply(fn, thisArg, args) : Reflect.construct(fn, args, newTarget as Function);
+}
+
+/** Attributes known when the call starts; returns the context the body runs in. */
+function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Context, args: unknown[]): Context {
+  if (call.captureInputs) {
+    if (call.params === undefined) call.params = readParams(call.fn);
+    span.setAttribute(INPUTS, captureRecord(namedInputs(call.params, args), call.policy));
+  }
+  if (call.kind !== undefined) span.setAttribute(SPAN_KIND, call.kind);
+  if (call.displayName !== undefined) span.setAttribute(DISPLAY_NAME, call.displayName);
+  return enterThread(span, parent, ctx);
+}
+
+/**
+ * What the caller gets back, with the span's end attached to it:
+ * - a native promise: the promise its `then` returns (so an unhandled rejection stays unhandled);
+ * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed;
+ * - another thenable (often lazy: a query builder runs on each `then`): a proxy whose `then` is
+ *   observed, so the work still runs once, when the caller awaits;
+ * - a stream: the same object, instrumented (see streams.ts);
+ * - anything else: the value itself, the span ended now.
+ */
+function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): unknown {
+  if (result === null || typeof result !== 'object') {
+    end.succeed(result);
+    return result;
+  }
+  let then: unknown;
+  try {
+    then = (result as { then?: unknown }).then;
+  } catch {
+    then = undefined;
+  }
+  if (typeof then !== 'function') return settleValue(call, end, ctx, result);
+  const onValue = (value: unknown): unknown => settleValue(call, end, ctx, value);
+  const onError = (error: unknown): never => {
+    end.fail(error);
+    throw error;
+  };
+  if (result instanceof Promise) {
+    if (Object.getPrototypeOf(result) === Promise.prototype) return result.then(onValue, onError);
+    result.then(onValue, (error: unknown) => end.fail(error));
+    return result;
+  }
+  return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end);
+}
+
+/** End the call with a plain value, or hand a stream to streams.ts. Returns what the caller sees. */
+function settleValue(call: TracedCall, end: CallEnd, ctx: Context, value: unknown): unknown {
+  if (value !== null && typeof value === 'object') {
+    let shape: ReturnType<typeof streamShape>;
+    try {
+      shape = streamShape(value);
+    } catch {
+      shape = undefined;
+    }
+    if (shape !== undefined) return instrumentStream(value, shape, end, ctx, call.reduce);
+  }
+  end.succeed(value);
+  return value;
+}
+
+function observeThenable(
+  thenable: PromiseLike<unknown>,
+  onValue: (value: unknown) => unknown,
+  onError: (error: unknown) => void,
+  end: CallEnd,
+): PromiseLike<unknown> {
+  let observed = false;
+  const observedThen = function (
+    this: unknown,
+    onFulfilled?: ((value: unknown) => unknown) | null,
+    onRejected?: ((reason: unknown) => unknown) | null,
+  ): unknown {
+    if (observed) return thenable.then(onFulfilled, onRejected);
+    observed = true;
+    return thenable.then(
+      (value) => {
+        const seen = onValue(value);
+        return typeof onFulfilled === 'function' ? onFulfilled(seen) : seen;
+      },
+      (reason: unknown) => {
+        onError(reason);
+        if (typeof onRejected === 'function') return onRejected(reason);
+        throw reason;
+      },
+    );
+  };
+  const proxy = new Proxy(thenable as object, {
+    get(target, property) {
+      if (property === 'then') return observedThen;
+      const member: unknown = Reflect.get(target, property, target);
+      return typeof member === 'function' ? member.bind(target) : member;
+    },
+  }) as PromiseLike<unknown>;
+  end.watch(proxy, () => undefined);
+  return proxy;
+}

@@ -1,0 +1,261 @@
+import { describe, expect, it } from 'vitest';
+import type { CapturePolicy } from '../../src/trace/capture.js';
+import { capture, captureText, DEFAULT_MAX_VALUE_BYTES } from '../../src/trace/capture.js';
+import { compileRedactor, isSecretKey, REDACTED } from '../../src/trace/redact.js';
+
+const policy = (overrides: Partial<CapturePolicy> = {}): CapturePolicy => ({
+  maxValueBytes: DEFAULT_MAX_VALUE_BYTES,
+  redactor: compileRedactor(undefined),
+  ...overrides,
+});
+const copy = (value: unknown, over?: Partial<CapturePolicy>) => capture(value, policy(over)).value;
+
+describe('capture: values that are not JSON', () => {
+  it('marks cycles but copies shared references', () => {
+    const shared = { n: 1 };
+    const root: Record<string, unknown> = { a: shared, b: shared };
+    root.self = root;
+    const list: unknown[] = [1];
+    list.push(list);
+    expect(copy(root)).toEqual({ a: { n: 1 }, b: { n: 1 }, self: '[Circular]' });
+    expect(copy(list)).toEqual([1, '[Circular]']);
+  });
+
+  it('survives getters that throw and hostile proxies', () => {
+    const value = {
+      ok: 1,
+      get broken(): number {
+        throw new Error('no access');
+      },
+    };
+    expect(copy(value)).toEqual({ ok: 1, broken: '[Getter threw: no access]' });
+    const hostile = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('trap');
+        },
+      },
+    );
+    expect(copy({ hostile })).toEqual({ hostile: '[Unreadable: trap]' });
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    expect(copy([proxy])).toEqual([expect.stringMatching(/^\[Unreadable/)]);
+  });
+
+  it('copies class instances by their own enumerable properties', () => {
+    class Point {
+      #hidden = 1;
+      constructor(
+        readonly x: number,
+        readonly y: number,
+      ) {}
+      get sum() {
+        return this.x + this.y + this.#hidden;
+      }
+    }
+    expect(copy(new Point(1, 2))).toEqual({ x: 1, y: 2 });
+  });
+
+  it('honours toJSON, and marks one that throws', () => {
+    expect(copy({ when: { toJSON: () => 'custom' } })).toEqual({ when: 'custom' });
+    const bad = {
+      toJSON() {
+        throw new Error('bad json');
+      },
+    };
+    expect(copy({ bad })).toEqual({ bad: '[toJSON threw: bad json]' });
+    const selfish = { a: 1, toJSON() {
+      return this;
+    } };
+    expect(copy(selfish)).toEqual({ a: 1, toJSON: '[Function toJSON]' });
+  });
+
+  it('writes Maps, Sets, Dates, RegExps and boxed primitives readably', () => {
+    expect(copy(new Map([['a', 1], ['b', 2]]))).toEqual({ a: 1, b: 2 });
+    expect(copy(new Map<unknown, number>([[{ k: 1 }, 1], [2, 2]]))).toEqual([[{ k: 1 }, 1], [2, 2]]);
+    expect(copy(new Set([1, 'x']))).toEqual([1, 'x']);
+    expect(copy(new Date('2026-01-02T03:04:05.678Z'))).toBe('2026-01-02T03:04:05.678Z');
+    expect(copy(new Date(Number.NaN))).toBe('Invalid Date');
+    expect(copy(/ab+c/gi)).toBe('/ab+c/gi');
+    expect(copy([new Number(3), new String('s'), new Boolean(false)])).toEqual([3, 's', false]);
+  });
+
+  it('writes bytes as base64 and big binaries as a summary', () => {
+    expect(copy(Buffer.from('hello'))).toBe('aGVsbG8=');
+    expect(copy(new Uint8Array([1, 2, 3]))).toBe('AQID');
+    expect(copy(new Uint8Array([0, 1, 2, 3]).subarray(1, 3))).toBe('AQI=');
+    expect(copy(new Uint8Array([104, 105]).buffer)).toBe('aGk=');
+    expect(copy(Buffer.alloc(4096), { maxValueBytes: 1024 })).toBe('[Buffer 4096 bytes]');
+    expect(copy(new Float32Array([0.5, 1.5]))).toEqual([0.5, 1.5]);
+    expect(copy(new BigInt64Array([5n]))).toEqual(['5']);
+    expect(copy(new DataView(new ArrayBuffer(8)))).toBe('[DataView 8 bytes]');
+  });
+
+  it('writes bigint, non-finite numbers, functions, symbols, promises', () => {
+    expect(
+      copy({
+        big: 12345678901234567890n,
+        nan: Number.NaN,
+        inf: -Infinity,
+        negZero: -0,
+        fn: function helper() {},
+        arrow: (() => () => 1)(),
+        sym: Symbol('tag'),
+        promise: Promise.resolve(1),
+        weak: new WeakMap(),
+        gone: undefined,
+      }),
+    ).toEqual({
+      big: '12345678901234567890',
+      nan: 'NaN',
+      inf: '-Infinity',
+      negZero: 0,
+      fn: '[Function helper]',
+      arrow: '[Function anonymous]',
+      sym: 'Symbol(tag)',
+      promise: '[Promise]',
+      weak: '[WeakMap]',
+    });
+    expect(copy([undefined, () => 1])).toEqual([null, '[Function anonymous]']);
+  });
+
+  it('writes errors with name, message, stack, cause and own properties', () => {
+    const error = Object.assign(new RangeError('out', { cause: new Error('root') }), { code: 'E_OUT' });
+    const copied = copy(error) as Record<string, unknown>;
+    expect(copied).toMatchObject({ name: 'RangeError', message: 'out', code: 'E_OUT', cause: { name: 'Error', message: 'root' } });
+    expect(String(copied.stack)).toContain('RangeError: out');
+  });
+
+  it('never lets __proto__ keys change the prototype of the copy', () => {
+    const parsed = JSON.parse('{"__proto__": {"polluted": true}, "a": 1}');
+    const copied = copy(parsed) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(copied)).toBe(Object.prototype);
+    expect(Object.keys(copied)).toEqual(['__proto__', 'a']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('produces JSON text that parses back to the copied value', () => {
+    const { value, json } = capture({ a: [1, 'two', { three: 3n }] }, policy());
+    expect(JSON.parse(json)).toEqual(value);
+  });
+});
+
+describe('capture: size caps', () => {
+  it('keeps JSON text within maxValueBytes with visible markers', () => {
+    const max = 4096;
+    const { json } = capture({ text: 'x'.repeat(100_000), list: Array.from({ length: 5000 }, (_, i) => i) }, policy({ maxValueBytes: max }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(max);
+    const parsed = JSON.parse(json) as { text: string; list: unknown[] };
+    expect(parsed.text).toMatch(/…\[truncated \d+ chars\]$/);
+    expect(parsed.list.at(-1)).toMatch(/^\[\d+ more items\]$/);
+  });
+
+  it('counts bytes, not characters, for multi-byte text', () => {
+    const max = 1000;
+    const { json } = capture({ text: '漢'.repeat(900) }, policy({ maxValueBytes: max }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(max);
+  });
+
+  it('never splits a surrogate pair when cutting', () => {
+    const { value } = capture('😀'.repeat(200), policy({ maxValueBytes: 100 }));
+    expect(String(value)).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])/);
+  });
+
+  it('caps depth and key counts', () => {
+    let deep: Record<string, unknown> = { leaf: true };
+    for (let i = 0; i < 100; i++) deep = { next: deep };
+    expect(capture(deep, policy()).json).toContain('[Truncated: too deep]');
+    const wide = Object.fromEntries(Array.from({ length: 12_000 }, (_, i) => [`k${i}`, i]));
+    const copied = copy(wide) as Record<string, unknown>;
+    expect(copied['…']).toBe('[2000 more keys]');
+    expect((copy(new Float32Array(3072)) as unknown[]).length).toBe(3072);
+  });
+
+  it('falls back to a marker object when nothing else fits', () => {
+    const wide = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`key-number-${i}`, i]));
+    const { value, json } = capture(wide, policy({ maxValueBytes: 64 }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(64);
+    expect(JSON.parse(json)).toEqual(value);
+  });
+
+  it('runs user code once even when shrinking', () => {
+    let reads = 0;
+    const value = {
+      get big() {
+        reads++;
+        return 'y'.repeat(50_000);
+      },
+    };
+    capture(value, policy({ maxValueBytes: 512 }));
+    expect(reads).toBe(1);
+  });
+
+  it('captureText cuts long strings to the byte budget', () => {
+    expect(captureText('short', 100)).toBe('short');
+    const cut = captureText('é'.repeat(10_000), 1000);
+    expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(1000);
+    expect(cut).toMatch(/…\[truncated \d+ chars\]$/);
+  });
+});
+
+describe('redaction', () => {
+  it('masks keys that look like secrets by default, and keeps look-alikes', () => {
+    for (const key of ['api_key', 'apiKey', 'APIKey', 'apikey', 'OPENAI_API_KEY', 'x-api-key', 'password', 'new_password',
+      'client_secret', 'secretKey', 'token', 'access_token', 'authToken', 'Authorization', 'proxy-authorization', 'cookie',
+      'set-cookie', 'private_key', 'aws_access_key_id', 'credentials']) {
+      expect(isSecretKey(key), key).toBe(true);
+    }
+    for (const key of ['max_tokens', 'tokens', 'token_count', 'tokenizer', 'prompt_tokens', 'key', 'monkey', 'author', 'keyboard', 'question']) {
+      expect(isSecretKey(key), key).toBe(false);
+    }
+  });
+
+  it('masks nested keys, Map keys and parameters, leaving the rest', () => {
+    expect(copy({ headers: { Authorization: 'Bearer x', accept: 'json' }, config: new Map([['apiKey', 'sk-1']]) })).toEqual({
+      headers: { Authorization: REDACTED, accept: 'json' },
+      config: { apiKey: REDACTED },
+    });
+  });
+
+  it('adds listed keys (case-insensitive) to the default rule', () => {
+    const redactor = compileRedactor(['SSN']);
+    expect(copy({ ssn: '123', password: 'p', name: 'a' }, { redactor })).toEqual({ ssn: REDACTED, password: REDACTED, name: 'a' });
+  });
+
+  it('runs a redact function with key, value and path; a throwing one masks', () => {
+    const calls: unknown[] = [];
+    const redactor = compileRedactor((key, value, path) => {
+      calls.push([key, path]);
+      if (key === 'email') return '[email]';
+      if (key === 'explode') throw new Error('redactor bug');
+      return value;
+    });
+    expect(copy({ user: { email: 'a@b.c', explode: 1, name: 'n' }, token: 't' }, { redactor })).toEqual({
+      user: { email: '[email]', explode: REDACTED, name: 'n' },
+      token: REDACTED,
+    });
+    expect(calls).toContainEqual(['email', ['user', 'email']]);
+    expect(calls.some((call) => (call as unknown[])[0] === 'token')).toBe(false);
+  });
+
+  it('redact: false masks nothing', () => {
+    expect(copy({ password: 'p' }, { redactor: compileRedactor(false) })).toEqual({ password: 'p' });
+  });
+});
+
+describe('capture never throws', () => {
+  it('on a zoo of hostile values', () => {
+    const zoo: unknown[] = [
+      new Proxy({}, { getPrototypeOf: () => { throw new Error('proto'); } }),
+      new Proxy([], { get: () => { throw new Error('get'); } }),
+      Object.create(null),
+      { toJSON: 5 },
+      { [Symbol('s')]: 1 },
+      new (class extends Array {})(),
+      Object.freeze({ a: 1 }),
+      globalThis.process.env,
+    ];
+    for (const value of zoo) expect(() => capture(value, policy())).not.toThrow();
+  });
+});

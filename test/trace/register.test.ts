@@ -1,0 +1,162 @@
+/**
+ * `register()` against the real local server: spans reach it as calls, `global: false` leaves the
+ * OTel globals alone, shutdown removes what register installed, and a short script that ends
+ * without calling shutdown loses nothing (a child process running the built package).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { trace as otelTrace } from '@opentelemetry/api';
+import type { ProxyTracerProvider } from '@opentelemetry/api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { register } from '../../src/exporter/register.js';
+import { InvalidOptionError } from '../../src/errors.js';
+import { trace } from '../../src/trace/index.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+async function post(path: string, body: unknown): Promise<Response> {
+  return fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Basic ${Buffer.from(`${server.username}:${server.password}`).toString('base64')}`,
+    },
+    body: JSON.stringify(body),
+  });
+}
+
+async function readCall(projectId: string, id: string): Promise<Record<string, unknown> | null> {
+  const response = await post('/call/read', { project_id: projectId, id });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { call: Record<string, unknown> | null }).call;
+}
+
+async function queryCalls(projectId: string): Promise<Array<Record<string, unknown>>> {
+  const response = await post('/calls/stream_query', { project_id: projectId });
+  expect(response.status).toBe(200);
+  const text = await response.text();
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+const globalDelegate = () => (otelTrace.getTracerProvider() as ProxyTracerProvider).getDelegate();
+
+describe('register()', () => {
+  it('with global: false delivers spans of its own provider and leaves the globals alone', async () => {
+    const listenersBefore = process.listenerCount('beforeExit');
+    const tracing = register({
+      baseUrl: server.url,
+      projectId: 'acme/local',
+      username: server.username,
+      password: server.password,
+      global: false,
+    });
+    expect(globalDelegate()).not.toBe(tracing.provider);
+    expect(process.listenerCount('beforeExit')).toBe(listenersBefore + 1);
+
+    const span = tracing.provider.getTracer('test').startSpan('hello');
+    span.setAttribute('inputs', JSON.stringify({ question: 'why' }));
+    span.setAttribute('output', 'because');
+    span.end();
+    await tracing.forceFlush();
+
+    const call = await readCall('acme/local', span.spanContext().spanId);
+    expect(call).toMatchObject({ op_name: 'hello', inputs: { question: 'why' }, output: 'because' });
+    expect(tracing.exporter.stats().delivered).toBeGreaterThanOrEqual(1);
+
+    await tracing.shutdown();
+    await tracing.shutdown(); // idempotent
+    expect(process.listenerCount('beforeExit')).toBe(listenersBefore);
+  });
+
+  it('registers globally by default, so trace() calls arrive as calls; shutdown unregisters', async () => {
+    const tracing = register({ baseUrl: server.url, projectId: 'acme/global', username: 'dev', password: 'pw' });
+    expect(globalDelegate()).toBe(tracing.provider);
+    const inner = trace(async function inner(n: number) {
+      return n + 1;
+    });
+    const outer = trace(async function outer(n: number) {
+      return inner(n);
+    }, { kind: 'agent' });
+    expect(await outer(1)).toBe(2);
+    await tracing.forceFlush();
+
+    const calls = await queryCalls('acme/global');
+    const byName = new Map(calls.map((call) => [call.op_name, call]));
+    expect(byName.get('outer')).toMatchObject({ inputs: { n: 1 }, output: 2, parent_id: null, attributes: { kind: 'agent' } });
+    expect(byName.get('inner')).toMatchObject({ inputs: { n: 1 }, output: 2, parent_id: byName.get('outer')?.id });
+
+    await tracing.shutdown();
+    expect(globalDelegate()).not.toBe(tracing.provider);
+  });
+
+  it('works with the SDK processors too', async () => {
+    for (const spanProcessor of ['simple', 'batch'] as const) {
+      const projectId = `acme/${spanProcessor}`;
+      const tracing = register({ baseUrl: server.url, projectId, username: 'dev', password: 'pw', global: false, spanProcessor });
+      tracing.provider.getTracer('t').startSpan(`via-${spanProcessor}`).end();
+      await tracing.forceFlush();
+      expect((await queryCalls(projectId)).map((call) => call.op_name)).toEqual([`via-${spanProcessor}`]);
+      await tracing.shutdown();
+    }
+  });
+
+  it('rejects bad options when called, naming the option', () => {
+    const base = { baseUrl: server.url, projectId: 'acme/x', global: false } as const;
+    expect(() => register({ ...base, spanProcessor: 'fast' as 'direct' })).toThrow(InvalidOptionError);
+    expect(() => register({ ...base, global: 'yes' as unknown as boolean })).toThrow(/`global`/);
+    expect(() => register({ ...base, projectId: 'no-slash' })).toThrow(/`projectId`/);
+  });
+});
+
+describe('a short script that ends without shutdown()', () => {
+  const entry = join(import.meta.dirname, '..', '..', 'dist', 'index.js');
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'callbridge-exit-'));
+  });
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  it('loses nothing and exits on its own (beforeExit flush)', async () => {
+    expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
+    const script = join(dir, 'script.mjs');
+    await writeFile(
+      script,
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit', username: 'dev', password: 'pw' });
+const work = trace(async function work(n) {
+  await new Promise((resolve) => setTimeout(resolve, 1));
+  return n * 2;
+});
+for (let i = 0; i < 50; i++) await work(i);
+console.log('done');
+`,
+    );
+    const child = spawn(process.execPath, [script], {
+      env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: server.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect({ code, output: output.trim() }).toEqual({ code: 0, output: 'done' });
+
+    const calls = await queryCalls('acme/exit');
+    expect(calls).toHaveLength(50);
+    expect(calls.every((call) => call.op_name === 'work' && call.ended_at !== null)).toBe(true);
+    expect(new Set(calls.map((call) => (call.inputs as { n: number }).n)).size).toBe(50);
+  });
+});

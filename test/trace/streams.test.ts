@@ -1,0 +1,273 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { trace } from '../../src/trace/index.js';
+import { installProvider, jsonAttribute, parentOf } from './provider.js';
+
+const tracing = installProvider();
+beforeEach(() => tracing.reset());
+afterEach(() => expect(tracing.warnings).toEqual([]));
+afterAll(() => tracing.provider.shutdown());
+
+const child = trace(function child(n: number) {
+  return n * 10;
+});
+
+describe('async generators', () => {
+  const stream = trace(async function* stream(count: number) {
+    for (let i = 0; i < count; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      yield child(i);
+    }
+    return 'finished';
+  });
+
+  it('stays open until the consumer finishes; output is the chunks', async () => {
+    const iterator = stream(3);
+    const seen: number[] = [];
+    for await (const chunk of iterator) {
+      seen.push(chunk);
+      expect(tracing.spans().some((span) => span.name === 'stream')).toBe(false);
+    }
+    expect(seen).toEqual([0, 10, 20]);
+    const span = tracing.span('stream');
+    expect(jsonAttribute(span, 'output')).toEqual([0, 10, 20]);
+    expect(jsonAttribute(span, 'inputs')).toEqual({ count: 3 });
+    expect(span.attributes['callbridge.stream.end']).toBeUndefined();
+  });
+
+  it('returns the very same generator object', () => {
+    const generator = stream(1);
+    expect(Object.prototype.toString.call(generator)).toBe('[object AsyncGenerator]');
+    expect(generator[Symbol.asyncIterator]()).toBe(generator);
+    return generator.return('early');
+  });
+
+  it('runs the generator body in the call context: spans inside are children', async () => {
+    for await (const _ of stream(2)) {
+      // consume
+    }
+    const parentId = tracing.span('stream').spanContext().spanId;
+    const children = tracing.spans().filter((span) => span.name === 'child');
+    expect(children).toHaveLength(2);
+    for (const span of children) expect(parentOf(span)).toBe(parentId);
+  });
+
+  it('ends as cancelled when the consumer breaks', async () => {
+    for await (const chunk of stream(5)) {
+      if (chunk === 10) break;
+    }
+    const span = tracing.span('stream');
+    expect(jsonAttribute(span, 'output')).toEqual([0, 10]);
+    expect(span.attributes['callbridge.stream.end']).toBe('cancelled');
+    expect(span.status.code).toBe(SpanStatusCode.UNSET);
+  });
+
+  it('records an error thrown by the generator and passes it on unchanged', async () => {
+    const error = new Error('stream broke');
+    const failing = trace(async function* failing() {
+      yield 1;
+      throw error;
+    });
+    const seen: number[] = [];
+    await expect(
+      (async () => {
+        for await (const chunk of failing()) seen.push(chunk);
+      })(),
+    ).rejects.toBe(error);
+    expect(seen).toEqual([1]);
+    expect(tracing.span('failing').status).toEqual({ code: SpanStatusCode.ERROR, message: 'stream broke' });
+  });
+
+  it('forwards throw() into the generator (caught inside: stream continues)', async () => {
+    const resilient = trace(async function* resilient() {
+      try {
+        yield 'first';
+      } catch {
+        yield 'recovered';
+      }
+    });
+    const iterator = resilient();
+    expect(await iterator.next()).toEqual({ value: 'first', done: false });
+    expect(await iterator.throw(new Error('injected'))).toEqual({ value: 'recovered', done: false });
+    expect(await iterator.next()).toEqual({ value: undefined, done: true });
+    expect(jsonAttribute(tracing.span('resilient'), 'output')).toEqual(['first', 'recovered']);
+  });
+
+  it('builds the output with reduce', async () => {
+    const tokens = trace(
+      async function* tokens() {
+        yield 'Hel';
+        yield 'lo';
+      },
+      { reduce: (chunks) => (chunks as string[]).join('') },
+    );
+    for await (const _ of tokens()) {
+      // consume
+    }
+    expect(tracing.span('tokens').attributes.output).toBe('Hello');
+  });
+
+  it('marks a reduce that throws instead of failing the call', async () => {
+    const tokens = trace(
+      async function* reduced() {
+        yield 1;
+      },
+      {
+        reduce: () => {
+          throw new Error('bad reducer');
+        },
+      },
+    );
+    for await (const _ of tokens()) {
+      // consume
+    }
+    expect(tracing.span('reduced').attributes.output).toBe('[reduce threw: bad reducer]');
+  });
+
+  it('caps the default output at 1000 chunks', async () => {
+    const many = trace(async function* many() {
+      for (let i = 0; i < 1500; i++) yield i;
+    });
+    let count = 0;
+    for await (const _ of many()) count++;
+    expect(count).toBe(1500);
+    const output = jsonAttribute(tracing.span('many'), 'output') as unknown[];
+    expect(output).toHaveLength(1001);
+    expect(output[1000]).toBe('[500 more chunks]');
+  });
+
+  it('handles a promise that resolves to a stream (await client.create({stream: true}))', async () => {
+    const source = trace(async function* source() {
+      yield 'a';
+      yield 'b';
+    });
+    const create = trace(async function create() {
+      await Promise.resolve();
+      return source();
+    });
+    const streamed = await create();
+    expect(tracing.spans().some((span) => span.name === 'create')).toBe(false);
+    const chunks: string[] = [];
+    for await (const chunk of streamed) chunks.push(chunk);
+    expect(chunks).toEqual(['a', 'b']);
+    expect(jsonAttribute(tracing.span('create'), 'output')).toEqual(['a', 'b']);
+  });
+});
+
+describe('sync generators', () => {
+  const numbers = trace(function* numbers(limit: number) {
+    for (let i = 0; i < limit; i++) yield child(i);
+  });
+
+  it('completes, keeps identity, nests spans', () => {
+    const generator = numbers(3);
+    expect(generator[Symbol.iterator]()).toBe(generator);
+    expect([...generator]).toEqual([0, 10, 20]);
+    const span = tracing.span('numbers');
+    expect(jsonAttribute(span, 'output')).toEqual([0, 10, 20]);
+    for (const c of tracing.spans().filter((s) => s.name === 'child')) expect(parentOf(c)).toBe(span.spanContext().spanId);
+  });
+
+  it('ends as cancelled on break, and works with yield*', () => {
+    for (const value of numbers(10)) if (value === 10) break;
+    expect(tracing.span('numbers').attributes['callbridge.stream.end']).toBe('cancelled');
+    tracing.reset();
+    function* outer() {
+      yield* numbers(2);
+    }
+    expect([...outer()]).toEqual([0, 10]);
+    expect(jsonAttribute(tracing.span('numbers'), 'output')).toEqual([0, 10]);
+  });
+
+  it('records a throw from the body', () => {
+    const error = new Error('sync broke');
+    const broken = trace(function* broken() {
+      yield 1;
+      throw error;
+    });
+    const iterator = broken();
+    iterator.next();
+    expect(() => iterator.next()).toThrow(error);
+    expect(tracing.span('broken').status.code).toBe(SpanStatusCode.ERROR);
+  });
+
+  it('leaves arrays and other sync iterables alone (plain values)', () => {
+    const list = [1, 2];
+    expect(trace(() => list)()).toBe(list);
+    expect(tracing.spans()).toHaveLength(1);
+  });
+});
+
+describe('async iterables that are not generators', () => {
+  class SdkStream {
+    readonly controller = 'abort-controller';
+    constructor(private readonly items: string[]) {}
+    async *[Symbol.asyncIterator]() {
+      for (const item of this.items) yield item;
+    }
+    toText() {
+      return this.items.join('');
+    }
+  }
+
+  it('patches the instance: same object, extra members intact, span ends when iterated', async () => {
+    const original = new SdkStream(['x', 'y']);
+    const open = trace(function open() {
+      return original;
+    });
+    const returned = open();
+    expect(returned).toBe(original);
+    expect(returned.toText()).toBe('xy');
+    expect(returned.controller).toBe('abort-controller');
+    expect(tracing.spans()).toHaveLength(0);
+    const seen: string[] = [];
+    for await (const item of returned) seen.push(item);
+    expect(seen).toEqual(['x', 'y']);
+    expect(jsonAttribute(tracing.span('open'), 'output')).toEqual(['x', 'y']);
+  });
+
+  it('ends on break even when the iterator has no return()', async () => {
+    let index = 0;
+    const bare = {
+      [Symbol.asyncIterator]() {
+        return { next: async () => ({ done: false, value: index++ }) };
+      },
+    };
+    const endless = trace(function endless() {
+      return bare;
+    });
+    for await (const value of endless()) if (value === 2) break;
+    const span = tracing.span('endless');
+    expect(jsonAttribute(span, 'output')).toEqual([0, 1, 2]);
+    expect(span.attributes['callbridge.stream.end']).toBe('cancelled');
+  });
+
+  it('treats byte streams (pipe/getReader) as plain values', () => {
+    const readable = new ReadableStream();
+    const open = trace(function openBody() {
+      return readable;
+    });
+    expect(open()).toBe(readable);
+    expect(tracing.spans().map((span) => span.name)).toEqual(['openBody']);
+  });
+});
+
+describe('abandoned streams', () => {
+  it('end as abandoned when the stream is garbage collected unread', async () => {
+    // A gc() function without restarting node with --expose-gc.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    await (async () => {
+      trace(async function* dropped() {
+        yield 1;
+      })();
+    })();
+    for (let i = 0; i < 10 && tracing.spans().length === 0; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(tracing.span('dropped').attributes['callbridge.stream.end']).toBe('abandoned');
+  });
+});

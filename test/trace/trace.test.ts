@@ -1,0 +1,306 @@
+import { SpanStatusCode, context, trace as otelTrace } from '@opentelemetry/api';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { trace } from '../../src/trace/index.js';
+import { installProvider, jsonAttribute, parentOf } from './provider.js';
+
+const tracing = installProvider();
+beforeEach(() => tracing.reset());
+// Ending a span twice, or writing to an ended one, makes the SDK warn: no test may cause that.
+afterEach(() => expect(tracing.warnings).toEqual([]));
+afterAll(() => tracing.provider.shutdown());
+
+describe('trace(): one span per call', () => {
+  it('names the span after options.name, then fn.name, then anonymous', () => {
+    trace(function named() {})();
+    trace(function other() {}, { name: 'renamed' })();
+    trace((() => () => 1)())();
+    expect(tracing.spans().map((span) => span.name)).toEqual(['named', 'renamed', 'anonymous']);
+  });
+
+  it('keeps name and length of the wrapped function', () => {
+    const wrapped = trace(function add(a: number, b: number) {
+      return a + b;
+    });
+    expect(wrapped.name).toBe('add');
+    expect(wrapped.length).toBe(2);
+  });
+
+  it('writes inputs by parameter name and output as the value itself or JSON text', () => {
+    trace(function add(a: number, b: number) {
+      return a + b;
+    })(2, 3);
+    trace(function greet(name: string) {
+      return `hi ${name}`;
+    })('ada');
+    trace(function pair(x: number) {
+      return { x, list: [x] };
+    })(1);
+    expect(jsonAttribute(tracing.span('add'), 'inputs')).toEqual({ a: 2, b: 3 });
+    expect(tracing.span('add').attributes.output).toBe(5);
+    expect(tracing.span('greet').attributes.output).toBe('hi ada');
+    expect(jsonAttribute(tracing.span('pair'), 'output')).toEqual({ x: 1, list: [1] });
+  });
+
+  it('masks secret parameters and sizes down big inputs (scalar fast path included)', () => {
+    trace(function login(user: string, password: string) {
+      return user.length + password.length;
+    })('ada', 'hunter2');
+    expect(jsonAttribute(tracing.span('login'), 'inputs')).toEqual({ user: 'ada', password: '[REDACTED]' });
+    trace(function big(text: string) {
+      return text.length;
+    }, { maxValueBytes: 1024 })('\u0001'.repeat(1000));
+    const inputs = tracing.span('big').attributes.inputs as string;
+    expect(Buffer.byteLength(inputs)).toBeLessThanOrEqual(1024);
+    expect(inputs).toContain('[truncated');
+  });
+
+  it('writes no output attribute for undefined or null results', () => {
+    trace(function nothing() {})();
+    trace(function empty() {
+      return null;
+    })();
+    expect(tracing.span('nothing').attributes.output).toBeUndefined();
+    expect(tracing.span('empty').attributes.output).toBeUndefined();
+  });
+
+  it('sets weave.span.kind and wandb.display_name from options', () => {
+    trace(function tool() {}, { kind: 'tool', displayName: 'The tool' })();
+    const span = tracing.span('tool');
+    expect(span.attributes['weave.span.kind']).toBe('tool');
+    expect(span.attributes['wandb.display_name']).toBe('The tool');
+  });
+
+  it('honours captureInputs/captureOutput false', () => {
+    trace(
+      function secretive(x: string) {
+        return x;
+      },
+      { captureInputs: false, captureOutput: false },
+    )('private');
+    const span = tracing.span('secretive');
+    expect(span.attributes.inputs).toBeUndefined();
+    expect(span.attributes.output).toBeUndefined();
+  });
+
+  it('rejects bad options at wrap time, naming the option', () => {
+    expect(() => trace(42 as unknown as () => void)).toThrow(/`fn`/);
+    expect(() => trace(() => 1, { maxValueBytes: 0 })).toThrow(/`maxValueBytes`/);
+    expect(() => trace(() => 1, { name: 5 as unknown as string })).toThrow(/`name`/);
+    expect(() => trace(() => 1, { reduce: 'x' as unknown as () => void })).toThrow(/`reduce`/);
+    expect(() => trace(() => 1, { redact: 3 as unknown as false })).toThrow(/`redact`/);
+  });
+});
+
+describe('trace(): the wrapped function behaves exactly as before', () => {
+  it('passes this and arguments through and returns the same value', () => {
+    const target = {
+      factor: 3,
+      scale: trace(function scale(this: { factor: number }, n: number) {
+        return this.factor * n;
+      }),
+    };
+    expect(target.scale(2)).toBe(6);
+    const same = { id: 1 };
+    expect(trace(() => same)()).toBe(same);
+  });
+
+  it('rethrows the very same error object and records it', () => {
+    const error = new TypeError('boom');
+    const failing = trace(function failing() {
+      throw error;
+    });
+    let caught: unknown;
+    try {
+      failing();
+    } catch (thrown) {
+      caught = thrown;
+    }
+    expect(caught).toBe(error);
+    const span = tracing.span('failing');
+    expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'boom' });
+    expect(span.events.map((event) => event.name)).toEqual(['exception']);
+    expect(span.events[0]?.attributes?.['exception.type']).toBe('TypeError');
+  });
+
+  it('rethrows non-Error values unchanged (strings, objects, undefined)', () => {
+    for (const thrown of ['text', { code: 7 }, undefined, 42]) {
+      let caught: unknown = Symbol('not thrown');
+      try {
+        trace(function thrower() {
+          throw thrown;
+        })();
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBe(thrown);
+    }
+    expect(tracing.spans().every((span) => span.status.code === SpanStatusCode.ERROR)).toBe(true);
+  });
+
+  it('handles a resolved promise: same value, span ends when it settles', async () => {
+    let release!: (value: string) => void;
+    const slow = trace(function slow() {
+      return new Promise<string>((resolve) => (release = resolve));
+    });
+    const pending = slow();
+    expect(tracing.spans()).toHaveLength(0);
+    release('done');
+    await expect(pending).resolves.toBe('done');
+    expect(tracing.span('slow').attributes.output).toBe('done');
+  });
+
+  it('handles a rejected promise: the same error object, span status ERROR', async () => {
+    const error = new Error('nope');
+    const rejecting = trace(async function rejecting() {
+      throw error;
+    });
+    await expect(rejecting()).rejects.toBe(error);
+    expect(tracing.span('rejecting').status).toEqual({ code: SpanStatusCode.ERROR, message: 'nope' });
+  });
+
+  it('keeps an unhandled rejection unhandled (the caller sees what it would have seen)', async () => {
+    const seen: unknown[] = [];
+    const listener = (reason: unknown) => seen.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      const error = new Error('unhandled');
+      void trace(async function ignored() {
+        throw error;
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(seen).toEqual([error]);
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+
+  it('returns a Promise subclass itself (extra methods survive) and observes it', async () => {
+    class ApiPromise<T> extends Promise<T> {
+      withResponse() {
+        return 'response';
+      }
+    }
+    const call = trace(function apiCall() {
+      return new ApiPromise<number>((resolve) => resolve(7));
+    });
+    const result = call();
+    expect(result).toBeInstanceOf(ApiPromise);
+    expect(result.withResponse()).toBe('response');
+    expect(await result).toBe(7);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(tracing.span('apiCall').attributes.output).toBe(7);
+  });
+
+  it('runs a lazy thenable once, when the caller awaits it', async () => {
+    let runs = 0;
+    const lazy = {
+      table: 'users',
+      then(onFulfilled: (value: string) => unknown, onRejected?: (reason: unknown) => unknown) {
+        runs++;
+        return Promise.resolve('rows').then(onFulfilled, onRejected);
+      },
+    };
+    const query = trace(function query() {
+      return lazy;
+    });
+    const returned = query();
+    expect(runs).toBe(0);
+    expect(returned.table).toBe('users');
+    expect(await returned).toBe('rows');
+    expect(runs).toBe(1);
+    expect(tracing.span('query').attributes.output).toBe('rows');
+  });
+
+  it('ends the span exactly once on each path', async () => {
+    const ends: string[] = [];
+    await trace(async function once() {
+      return 1;
+    })();
+    trace(function syncOnce() {
+      return 2;
+    })();
+    await trace(async function rejectOnce() {
+      throw new Error('x');
+    })().catch(() => undefined);
+    expect(() =>
+      trace(function throwOnce() {
+        throw new Error('y');
+      })(),
+    ).toThrow('y');
+    for (const span of tracing.spans()) ends.push(span.name);
+    expect(ends).toEqual(['once', 'syncOnce', 'rejectOnce', 'throwOnce']);
+  });
+
+  it('(the afterEach guard sees a double end)', () => {
+    const span = otelTrace.getTracer('guard').startSpan('twice');
+    span.end();
+    span.end();
+    expect(tracing.warnings.some((message) => /end\(\) on a span once/.test(message))).toBe(true);
+    tracing.warnings.length = 0;
+  });
+
+  it('works with new (a traced constructor)', () => {
+    class Point {
+      constructor(
+        readonly x: number,
+        readonly y: number,
+      ) {}
+    }
+    const TracedPoint = trace(Point as unknown as (x: number, y: number) => Point) as unknown as typeof Point;
+    const point = new TracedPoint(1, 2);
+    expect(point).toBeInstanceOf(Point);
+    expect(point.x + point.y).toBe(3);
+    expect(jsonAttribute(tracing.span('Point'), 'inputs')).toEqual({ x: 1, y: 2 });
+  });
+});
+
+describe('trace(): nesting', () => {
+  it('makes the span active inside the call and a child of the active span', () => {
+    let inside: string | undefined;
+    const inner = trace(function inner() {
+      inside = otelTrace.getActiveSpan()?.spanContext().spanId;
+    });
+    const outer = trace(function outer() {
+      inner();
+    });
+    outer();
+    expect(parentOf(tracing.span('inner'))).toBe(tracing.span('outer').spanContext().spanId);
+    expect(inside).toBe(tracing.span('inner').spanContext().spanId);
+    expect(parentOf(tracing.span('outer'))).toBeUndefined();
+  });
+
+  it('keeps the tree across await and timers', async () => {
+    const leaf = trace(async function leaf(n: number) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      return n;
+    });
+    const timed = trace(function timed() {
+      return new Promise<number>((resolve) => setTimeout(() => resolve(leaf(2)), 1));
+    });
+    const root = trace(async function root() {
+      await Promise.resolve();
+      const a = await leaf(1);
+      const b = await timed();
+      const [c, d] = await Promise.all([leaf(3), leaf(4)]);
+      return a + b + c + d;
+    });
+    expect(await root()).toBe(10);
+    const rootId = tracing.span('root').spanContext().spanId;
+    const timedId = tracing.span('timed').spanContext().spanId;
+    const leaves = tracing.spans().filter((span) => span.name === 'leaf');
+    expect(leaves).toHaveLength(4);
+    const byInput = new Map(leaves.map((span) => [(jsonAttribute(span, 'inputs') as { n: number }).n, parentOf(span)]));
+    expect(byInput.get(1)).toBe(rootId);
+    expect(byInput.get(2)).toBe(timedId);
+    expect(byInput.get(3)).toBe(rootId);
+    expect(byInput.get(4)).toBe(rootId);
+    expect(parentOf(tracing.span('timed'))).toBe(rootId);
+    expect(new Set(tracing.spans().map((span) => span.spanContext().traceId)).size).toBe(1);
+  });
+
+  it('leaves the caller context untouched after the call', () => {
+    const before = context.active();
+    trace(function noop() {})();
+    expect(context.active()).toBe(before);
+  });
+});
