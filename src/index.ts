@@ -1,0 +1,47 @@
+/**
+ * The public names of `callbridge`, listed one by one. The local server is not here: it lives
+ * behind `callbridge/server` so that importing this entry never loads SQLite or the HTTP framework.
+ */
+
+// Exporter + register().
+export { CallbridgeExporter } from './exporter/index.js';
+export { register } from './exporter/register.js';
+export type { RegisterOptions, Tracing } from './exporter/register.js';
+export type { DeliveryStats, DropReason } from './batcher/index.js';
+
+// Trace wrapper.
+export { trace, traced, withThread, setCallAttributes } from './trace/index.js';
+export type { TraceOptions, TracedDecorator, ThreadOptions, RedactOption } from './trace/index.js';
+
+// Client.
+export { createClient } from './client/index.js';
+export type {
+  CallbridgeClient,
+  RequestOptions,
+  CallsCompleteInput,
+  FileCreateInput,
+  HealthRes,
+  ServerInfoRes,
+  EmptyRes,
+} from './client/index.js';
+
+// Wire types (type-only: the schemas themselves stay on the server's side).
+export type { StartedCall, EndedCall, UpsertItem, CompletedCall } from './wire/calls.js';
+
+// Options and errors.
+export { DEFAULTS, DEFAULT_BASE_URL } from './options.js';
+export type { ConnectionOptions, DeliveryOptions, ExporterOptions } from './options.js';
+export {
+  CallbridgeError,
+  InvalidOptionError,
+  CallbridgeHttpError,
+  AuthError,
+  RequestRejectedError,
+  NotFoundError,
+  RequestTooLargeError,
+  ServerError,
+  NetworkError,
+  TimeoutError,
+  UnexpectedResponseError,
+} from './errors.js';
+export type { HttpErrorData } from './errors.js';
