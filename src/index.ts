@@ -26,7 +26,9 @@ export type {
 } from './client/index.js';
 
 // Wire types (type-only: the schemas themselves stay on the server's side).
-export type { StartedCall, EndedCall, UpsertItem, CompletedCall } from './wire/calls.js';
+export type { StartedCall, EndedCall, UpsertItem, CompletedCall, Call } from './wire/calls.js';
+export type { Feedback } from './wire/feedback.js';
+export type { ObjSchema } from './wire/objects.js';
 
 // Options and errors.
 export { DEFAULTS, DEFAULT_BASE_URL } from './options.js';

@@ -1,0 +1,186 @@
+/**
+ * The built package as users consume it: `import` and `require` by name, what each entry loads,
+ * and the `bin` from package.json. Every check runs in a fresh `node` process in the repository
+ * root, where `callbridge` resolves to this package through its "exports".
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, ensureBuilt, ROOT, runNode } from './node-process.js';
+
+/** Names SPEC §1 fixes, plus the error classes users catch. */
+const PUBLIC_NAMES = [
+  'register',
+  'CallbridgeExporter',
+  'trace',
+  'traced',
+  'withThread',
+  'setCallAttributes',
+  'createClient',
+  'DEFAULTS',
+  'DEFAULT_BASE_URL',
+  'CallbridgeError',
+  'InvalidOptionError',
+  'CallbridgeHttpError',
+  'AuthError',
+];
+
+/** Packages only the local server may load. */
+const SERVER_ONLY_PACKAGES = ['fastify', '@fastify/multipart', 'better-sqlite3', 'typebox'];
+
+type ModuleSystem = 'esm' | 'cjs';
+
+interface Probe {
+  /** Export names of the entry, sorted. */
+  readonly names: string[];
+  /** Every package under node_modules the process loaded. */
+  readonly packages: Set<string>;
+  /** Results of using the entry: a traced function's return value and an option error's class. */
+  readonly sum?: number;
+  readonly invalidOption?: boolean;
+}
+
+let probeDir: string;
+
+beforeAll(async () => {
+  ensureBuilt();
+  // ESM resolution is observed with a resolve hook (module.register) that appends every resolved
+  // URL to a log synchronously, before the import it serves can complete. CommonJS loads (and
+  // require(esm) entries) are in require.cache. Together they see everything a process loads.
+  probeDir = await mkdtemp(join(tmpdir(), 'callbridge-e2e-'));
+  await writeFile(
+    join(probeDir, 'hooks.mjs'),
+    `import { appendFileSync } from 'node:fs';
+export async function resolve(specifier, context, nextResolve) {
+  const result = await nextResolve(specifier, context);
+  appendFileSync(process.env.PROBE_LOG, result.url + '\\n');
+  return result;
+}
+`,
+  );
+  await writeFile(
+    join(probeDir, 'register.mjs'),
+    `import { register } from 'node:module';\nregister(new URL('./hooks.mjs', import.meta.url));\n`,
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await rm(probeDir, { recursive: true, force: true });
+});
+
+const USE_MAIN_ENTRY = `
+  const add = m.trace(function add(a, b) { return a + b; });
+  let invalidOption = false;
+  try { new m.CallbridgeExporter({ projectId: 'no-slash' }); } catch (error) { invalidOption = error instanceof m.InvalidOptionError; }
+  result.sum = add(2, 3);
+  result.invalidOption = invalidOption;`;
+
+/** Load `entry` in a fresh process with `system`, and report what it exports and what got loaded. */
+async function probe(entry: string, system: ModuleSystem, use = ''): Promise<Probe> {
+  const log = join(probeDir, `resolved-${entry.replace('/', '-')}-${system}.log`);
+  await writeFile(log, '');
+  const body =
+    system === 'esm'
+      ? `const m = await import(${JSON.stringify(entry)});
+         const { createRequire } = await import('node:module');
+         const { readFileSync } = await import('node:fs');
+         const result = { names: Object.keys(m).sort() };
+         ${use}
+         result.files = [...Object.keys(createRequire(import.meta.url).cache), ...readFileSync(process.env.PROBE_LOG, 'utf8').split('\\n')];
+         console.log(JSON.stringify(result));`
+      : `const m = require(${JSON.stringify(entry)});
+         const result = { names: Object.keys(m).sort() };
+         ${use}
+         result.files = Object.keys(require.cache);
+         console.log(JSON.stringify(result));`;
+  const args = system === 'esm' ? ['--import', join(probeDir, 'register.mjs'), '--input-type=module', '-e', body] : ['-e', body];
+  const run = await runNode(args, { env: cleanEnv({ PROBE_LOG: log }) });
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  const result = JSON.parse(run.stdout) as Omit<Probe, 'packages'> & { files: string[] };
+  const packages = new Set<string>();
+  for (const file of result.files) {
+    const name = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(file)?.[1];
+    if (name !== undefined) packages.add(name);
+  }
+  return { ...result, packages };
+}
+
+describe('import and require by name', () => {
+  for (const system of ['esm', 'cjs'] as const) {
+    it(`${system}: exposes the public names, and they work`, async () => {
+      const loaded = await probe('callbridge', system, USE_MAIN_ENTRY);
+      expect(loaded.names).toEqual(expect.arrayContaining(PUBLIC_NAMES));
+      expect(loaded.sum).toBe(5);
+      expect(loaded.invalidOption).toBe(true);
+    });
+  }
+
+  it('gives both module systems the same names', async () => {
+    const [esm, cjs] = await Promise.all([probe('callbridge', 'esm'), probe('callbridge', 'cjs')]);
+    expect(cjs.names).toEqual(esm.names);
+    const [esmServer, cjsServer] = await Promise.all([probe('callbridge/server', 'esm'), probe('callbridge/server', 'cjs')]);
+    expect(esmServer.names).toContain('startServer');
+    expect(cjsServer.names).toEqual(esmServer.names);
+  });
+});
+
+describe('what importing an entry loads', () => {
+  for (const system of ['esm', 'cjs'] as const) {
+    it(`${system}: 'callbridge' loads none of the server's dependencies`, async () => {
+      const { packages } = await probe('callbridge', system);
+      // The probe sees packages at all: the exporter's own dependencies are there.
+      expect(packages).toContain('@opentelemetry/api');
+      expect(packages).toContain('undici');
+      for (const name of SERVER_ONLY_PACKAGES) expect(packages, `${name} was loaded`).not.toContain(name);
+    });
+
+    it(`${system}: 'callbridge/server' does load them (the probe can see them)`, async () => {
+      const { packages } = await probe('callbridge/server', system);
+      expect(packages).toContain('fastify');
+      expect(packages).toContain('better-sqlite3');
+      expect(packages).toContain('typebox');
+    });
+  }
+});
+
+describe('the package bin', () => {
+  it('`callbridge serve --port 0` prints the listening line, serves, and stops on SIGTERM', async () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
+    const bin = pkg.bin.callbridge;
+    expect(bin).toBeDefined();
+    expect(readFileSync(join(ROOT, bin!), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+
+    const child = spawn(process.execPath, [join(ROOT, bin!), 'serve', '--port', '0', '--db', ':memory:', '--user', 'dev:pw:*'], {
+      cwd: ROOT,
+      env: cleanEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((done) => child.on('close', (code) => done(code)));
+    try {
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8');
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const line = await new Promise<string>((done, fail) => {
+        child.stdout.on('data', (chunk: string) => {
+          stdout += chunk;
+          if (stdout.includes('\n')) done(stdout);
+        });
+        child.on('close', () => fail(new Error(`serve exited before listening: ${stdout}${stderr}`)));
+      });
+      const match = /^callbridge listening on (http:\/\/127\.0\.0\.1:(\d+))\n$/.exec(line);
+      expect(match).not.toBeNull();
+      expect(Number(match![2])).toBeGreaterThan(0);
+      const health = await fetch(`${match![1]}/health`);
+      expect(health.status).toBe(200);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
+  });
+});
