@@ -4,5 +4,6 @@ import { callsRoutes } from './calls.js';
 import { feedbackRoutes } from './feedback.js';
 import { filesRoutes } from './files.js';
 import { objectsRoutes } from './objects.js';
+import { otlpRoutes } from './otlp.js';
 
-export const ROUTE_MODULES: readonly RouteModule[] = [callsRoutes, objectsRoutes, feedbackRoutes, filesRoutes];
+export const ROUTE_MODULES: readonly RouteModule[] = [callsRoutes, objectsRoutes, feedbackRoutes, filesRoutes, otlpRoutes];

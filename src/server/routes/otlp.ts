@@ -1,0 +1,93 @@
+/**
+ * `POST /otel/v1/traces` (SPEC §2.7): OTLP/HTTP trace export into calls.
+ *
+ * The route lives in its own scope whose only body parser reads raw bytes: OTLP bodies are
+ * protobuf or JSON, possibly gzipped, and must reach the decoders as bytes. Every other route
+ * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read, and the
+ * decompressed size is bounded by the same limit.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { RouteModule, ServerContext } from '../context.js';
+import { BadRequestError } from '../errors.js';
+import {
+  contentCodingOf,
+  decodeContentEncoding,
+  decodeTraceRequestJson,
+  decodeTraceRequestProtobuf,
+  encodeTraceResponseJson,
+  encodeTraceResponseProtobuf,
+  formatOf,
+  ingestTraceRequest,
+  MalformedOtlpError,
+  PROJECT_HEADER,
+  projectHeader,
+  RESPONSE_CONTENT_TYPES,
+  type OtlpTraceRequest,
+} from '../otlp/index.js';
+import { createCallsStore } from '../store/calls.js';
+
+export const OTLP_TRACES_PATH = '/otel/v1/traces';
+
+export const otlpRoutes: RouteModule = (app, ctx) => {
+  const store = createCallsStore(ctx.db);
+  const maxBodyBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
+
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    // Any content type is read as bytes; the preParsing hook has already answered 415 for the
+    // types and codings OTLP does not use, after authentication and before the body is read.
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
+      done(null, body);
+    });
+
+    const preParsing = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      try {
+        formatOf(request.headers['content-type']);
+        contentCodingOf(request.headers['content-encoding']);
+      } catch (error) {
+        // The body stays unread: close the connection rather than keep a half-read one alive
+        // (as Fastify does when its own body parsing fails).
+        void reply.header('connection', 'close');
+        throw error;
+      }
+      return payload;
+    };
+
+    scope.post(OTLP_TRACES_PATH, { preParsing }, async (request, reply) => {
+      const format = formatOf(request.headers['content-type']);
+      const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const bytes = await decodeContentEncoding(raw, request.headers['content-encoding'], maxBodyBytes);
+      const decoded = decode(format === 'protobuf' ? decodeTraceRequestProtobuf : decodeTraceRequestJson, bytes, format);
+      const { parts, partialSuccess } = ingestTraceRequest(
+        decoded,
+        projectHeader(request.headers[PROJECT_HEADER]),
+        authorizerFor(ctx, request),
+      );
+      store.writeParts(parts);
+      const body = format === 'protobuf' ? encodeTraceResponseProtobuf(partialSuccess) : encodeTraceResponseJson(partialSuccess);
+      return reply.type(RESPONSE_CONTENT_TYPES[format]).send(body);
+    });
+  });
+};
+
+function decode(decoder: (bytes: Uint8Array) => OtlpTraceRequest, bytes: Buffer, format: string): OtlpTraceRequest {
+  try {
+    return decoder(bytes);
+  } catch (error) {
+    if (error instanceof MalformedOtlpError) throw new BadRequestError(`Malformed OTLP/${format} body: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Authorization once per distinct project of the request. */
+function authorizerFor(ctx: ServerContext, request: FastifyRequest): (projectId: string) => string {
+  const granted = new Map<string, string>();
+  return (projectId) => {
+    let username = granted.get(projectId);
+    if (username === undefined) {
+      username = ctx.authorizeProject(request, projectId);
+      granted.set(projectId, username);
+    }
+    return username;
+  };
+}

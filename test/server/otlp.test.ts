@@ -1,0 +1,309 @@
+/**
+ * `POST /otel/v1/traces` over real HTTP against a real SQLite file (SPEC §2.7): bodies from the
+ * official OTLP serializers and the official OTLP/HTTP exporter, the "same call whichever way it
+ * travels" guarantee against the CallbridgeExporter, project choice, auth, partial success, and
+ * hostile bodies.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gzipSync } from 'node:zlib';
+import Database from 'better-sqlite3';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { basicAuth, post, startTestServer, type Credentials, type TestServer } from '../helpers/server.js';
+import {
+  captureRichSpans,
+  emitRichSpans,
+  keyValue,
+  lenField,
+  providerWith,
+  requestMessage,
+  spanMessage,
+  stringValue,
+} from './otlp-fixtures.js';
+
+const PATH = '/otel/v1/traces';
+const DEV: Credentials = { username: 'dev', password: 'pw' };
+const GUEST: Credentials = { username: 'guest', password: 'pw2' };
+const TRACE = '0af7651916cd43dd8448eb211c80319c';
+/** The exporter's `CompressionAlgorithm.GZIP`, without importing its (transitive) package. */
+const GZIP = 'gzip' as NonNullable<NonNullable<ConstructorParameters<typeof OTLPTraceExporter>[0]>['compression']>;
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer({ users: [{ username: 'guest', password: 'pw2', entities: ['guest-team'] }] });
+});
+afterAll(async () => {
+  await server.close();
+});
+
+let counter = 0;
+function project(entity = 'acme'): string {
+  counter += 1;
+  return `${entity}/otlp${counter}`;
+}
+
+interface SendOptions {
+  readonly contentType?: string;
+  readonly encoding?: string;
+  readonly projectId?: string;
+  readonly credentials?: Credentials | null;
+  readonly url?: string;
+}
+
+async function send(body: Uint8Array | string, options: SendOptions = {}) {
+  const headers: Record<string, string> = { 'content-type': options.contentType ?? 'application/x-protobuf' };
+  if (options.encoding !== undefined) headers['content-encoding'] = options.encoding;
+  if (options.projectId !== undefined) headers.project_id = options.projectId;
+  if (options.credentials !== null) headers.authorization = basicAuth(options.credentials ?? DEV);
+  const response = await fetch((options.url ?? server.url) + PATH, { method: 'POST', headers, body });
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const text = Buffer.from(bytes).toString('utf8');
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, bytes, text, json };
+}
+
+const protobufOf = (spans: ReadableSpan[]): Uint8Array => ProtobufTraceSerializer.serializeRequest(spans as never)!;
+const jsonOf = (spans: ReadableSpan[]): Uint8Array => JsonTraceSerializer.serializeRequest(spans as never)!;
+
+async function readCall(projectId: string, id: string): Promise<any> {
+  const response = await post(server.url, '/call/read', { project_id: projectId, id });
+  expect(response.status, response.text).toBe(200);
+  return response.body.call;
+}
+
+async function expectStored(projectId: string, spans: ReadableSpan[]): Promise<void> {
+  for (const span of spans) {
+    const call = await readCall(projectId, span.spanContext().spanId);
+    expect(call).toMatchObject({ trace_id: span.spanContext().traceId, parent_id: span.parentSpanContext?.spanId ?? null, wb_user_id: 'dev' });
+  }
+}
+
+describe('bodies from the official serializers', () => {
+  it.each([
+    ['protobuf', 'application/x-protobuf', protobufOf, false],
+    ['protobuf, gzipped', 'application/x-protobuf', protobufOf, true],
+    ['JSON', 'application/json', jsonOf, false],
+    ['JSON, gzipped', 'application/json; charset=utf-8', jsonOf, true],
+  ])('stores every span of a %s body and answers an empty response in kind', async (_name, contentType, encode, gzip) => {
+    const projectId = project();
+    const spans = await captureRichSpans();
+    const raw = encode(spans);
+    const response = await send(gzip ? gzipSync(raw) : raw, { contentType, projectId, ...(gzip ? { encoding: 'gzip' } : {}) });
+    expect(response.status, response.text).toBe(200);
+    if (contentType.includes('protobuf')) {
+      expect(response.headers.get('content-type')).toBe('application/x-protobuf');
+      expect(response.bytes).toHaveLength(0);
+    } else {
+      expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(response.json).toEqual({});
+    }
+    await expectStored(projectId, spans);
+    const root = await readCall(projectId, spans.find((span) => span.name === 'agent.run')!.spanContext().spanId);
+    expect(root).toMatchObject({ op_name: 'agent.run', display_name: 'Agent run', output: { 'output.value': 'because' } });
+  });
+
+  it('answers an empty request (no spans) with success and writes nothing', async () => {
+    expect((await send(new Uint8Array(0))).status).toBe(200);
+    expect((await send('{}', { contentType: 'application/json' })).json).toEqual({});
+  });
+});
+
+describe('the same call whichever way it travels', () => {
+  it('official OTLP/HTTP exporter and CallbridgeExporter give field-by-field equal calls', async () => {
+    const direct = project();
+    const viaOtlp = project();
+    const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, ...DEV });
+    const otlp = new OTLPTraceExporter({
+      url: server.url + PATH,
+      headers: { Authorization: basicAuth(DEV), project_id: viaOtlp },
+      compression: GZIP,
+    });
+    const memory = new InMemorySpanExporter();
+    const provider = providerWith(
+      [new BatchSpanProcessor(callbridge), new BatchSpanProcessor(otlp), new SimpleSpanProcessor(memory)],
+      { 'deployment.environment': 'ci' },
+    );
+    emitRichSpans(provider);
+    await provider.forceFlush();
+    const ids = memory.getFinishedSpans().map((span) => span.spanContext().spanId);
+    await provider.shutdown();
+    expect(ids).toHaveLength(4);
+
+    const db = new Database(server.dbPath, { readonly: true });
+    try {
+      const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
+      for (const id of ids) {
+        const fromExporter = await readCall(direct, id);
+        const fromOtlp = await readCall(viaOtlp, id);
+        expect(fromExporter).not.toBeNull();
+        for (const call of [fromExporter, fromOtlp]) {
+          delete call.project_id;
+          delete call.wb_user_id;
+        }
+        expect(fromOtlp).toEqual(fromExporter);
+        // otel_dump is not in the read form: compare what is stored.
+        const stored = [direct, viaOtlp].map((projectId) => (dump.get(projectId, id) as { otel_dump: string }).otel_dump);
+        expect(JSON.parse(stored[1]!)).toEqual(JSON.parse(stored[0]!));
+      }
+    } finally {
+      db.close();
+    }
+  });
+});
+
+describe('project', () => {
+  const resourceProject = (entity: string, name: string) => [
+    keyValue('wandb.entity', stringValue(entity)),
+    keyValue('wandb.project', stringValue(name)),
+  ];
+  const oneSpan = (spanId: string) => [spanMessage({ traceId: TRACE, spanId })];
+
+  it('comes from the resource attributes wandb.entity + wandb.project, before the header', async () => {
+    const fromHeader = project();
+    const response = await send(requestMessage(oneSpan('00000000000000a1'), resourceProject('acme', 'from-resource')), { projectId: fromHeader });
+    expect(response.status, response.text).toBe(200);
+    expect(await readCall('acme/from-resource', '00000000000000a1')).toMatchObject({ op_name: 'hand' });
+    expect(await readCall(fromHeader, '00000000000000a1')).toBeNull();
+  });
+
+  it('comes from the project_id header when the resource names none', async () => {
+    const projectId = project();
+    expect((await send(requestMessage(oneSpan('00000000000000a2')), { projectId })).status).toBe(200);
+    expect(await readCall(projectId, '00000000000000a2')).toMatchObject({ trace_id: TRACE });
+  });
+
+  it('is a 400 when neither names one, and for a malformed project id', async () => {
+    const none = await send(requestMessage(oneSpan('00000000000000a3')));
+    expect(none.status).toBe(400);
+    expect(none.json.reason).toMatch(/wandb\.entity.*project_id/);
+    expect((await send(requestMessage(oneSpan('00000000000000a3')), { projectId: 'no-slash' })).status).toBe(400);
+  });
+
+  it('is authorized: 401 without credentials, 403 for an entity not granted (header or resource)', async () => {
+    const body = requestMessage(oneSpan('00000000000000a4'));
+    const anonymous = await send(body, { projectId: project(), credentials: null });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get('www-authenticate')).toBe('Basic realm="callbridge"');
+    expect((await send(body, { projectId: project(), credentials: { username: 'dev', password: 'wrong' } })).status).toBe(401);
+    expect((await send(body, { projectId: 'acme/x', credentials: GUEST })).status).toBe(403);
+    const viaResource = requestMessage(oneSpan('00000000000000a4'), resourceProject('acme', 'guarded'));
+    expect((await send(viaResource, { projectId: 'guest-team/ok', credentials: GUEST })).status).toBe(403);
+    expect(await readCall('acme/guarded', '00000000000000a4')).toBeNull();
+    const allowed = await send(body, { projectId: 'guest-team/ok', credentials: GUEST });
+    expect(allowed.status).toBe(200);
+    const response = await post(server.url, '/call/read', { project_id: 'guest-team/ok', id: '00000000000000a4' }, GUEST);
+    expect(response.body.call.wb_user_id).toBe('guest');
+  });
+});
+
+describe('partial success', () => {
+  const badSpans = [
+    spanMessage({ traceId: TRACE, spanId: '00000000000000b1', name: 'good' }),
+    spanMessage({ traceId: TRACE, name: 'no-span-id' }),
+    spanMessage({ traceId: TRACE.slice(0, 30), spanId: '00000000000000b2', name: 'short-trace' }),
+    spanMessage({ traceId: '0'.repeat(32), spanId: '00000000000000b3', name: 'zero-trace' }),
+    spanMessage({ traceId: TRACE, spanId: '00000000000000b4', parentSpanId: 'abcd', name: 'bad-parent' }),
+    spanMessage({ traceId: TRACE, spanId: '00000000000000b5', name: 'long-display', attributes: [keyValue('wandb.display_name', stringValue('d'.repeat(5000)))] }),
+  ];
+
+  it('protobuf: rejects the spans that cannot be calls, writes the rest, answers in protobuf', async () => {
+    const projectId = project();
+    const response = await send(requestMessage(badSpans), { projectId });
+    expect(response.status).toBe(200);
+    const decoded = ProtobufTraceSerializer.deserializeResponse(response.bytes) as { partialSuccess: { rejectedSpans: number; errorMessage: string } };
+    expect(decoded.partialSuccess.rejectedSpans).toBe(4);
+    expect(decoded.partialSuccess.errorMessage).toContain('name="no-span-id"');
+    expect(decoded.partialSuccess.errorMessage).toMatch(/span_id is missing.*trace_id must be 16 bytes.*trace_id is all zeros/);
+    expect(decoded.partialSuccess.errorMessage).toContain('parent_span_id must be 8 bytes');
+    expect(await readCall(projectId, '00000000000000b1')).toMatchObject({ op_name: 'good' });
+    // A display name past the limit is cut by the mapping, not rejected.
+    expect((await readCall(projectId, '00000000000000b5')).display_name.length).toBeLessThanOrEqual(1024);
+    for (const id of ['00000000000000b2', '00000000000000b3', '00000000000000b4']) expect(await readCall(projectId, id)).toBeNull();
+  });
+
+  it('JSON: answers partialSuccess in OTLP/JSON and lists at most 20 reasons', async () => {
+    const projectId = project();
+    const spans = Array.from({ length: 25 }, (_, index) => ({ traceId: TRACE, spanId: 'zz', name: `bad${index}` }));
+    spans.push({ traceId: TRACE, spanId: '00000000000000c1', name: 'good' });
+    const response = await send(JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans }] }] }), { contentType: 'application/json', projectId });
+    expect(response.status).toBe(200);
+    expect(response.json.partialSuccess.rejectedSpans).toBe('25');
+    const message: string = response.json.partialSuccess.errorMessage;
+    expect(message.split('Rejected span')).toHaveLength(21);
+    expect(message.endsWith('; ...')).toBe(true);
+    expect(await readCall(projectId, '00000000000000c1')).toMatchObject({ op_name: 'good' });
+  });
+});
+
+describe('hostile and wrong requests', () => {
+  it.each<[string, number[]]>([
+    ['a truncated varint', [0x0a, 0x80]],
+    ['a length past the end', [0x0a, 0x05, 0x01]],
+    ['a huge declared length', [0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]],
+    ['a wrong wire type', [0x08, 0x01]],
+    ['deep nesting', [...requestMessage([spanMessage({ traceId: TRACE, spanId: '00000000000000d1', attributes: [keyValue('d', Array.from({ length: 40 }).reduce<number[]>((value) => lenField(5, lenField(1, value)), stringValue('x')))] })])]],
+  ])('answers 400 for protobuf with %s, naming the problem', async (_name, bytes) => {
+    const response = await send(Uint8Array.from(bytes), { projectId: project() });
+    expect(response.status).toBe(400);
+    expect(response.json.reason).toMatch(/^Malformed OTLP\/protobuf body: /);
+  });
+
+  it('answers 400 for malformed JSON and malformed gzip', async () => {
+    const json = await send('{"resourceSpans": [', { contentType: 'application/json', projectId: project() });
+    expect(json.status).toBe(400);
+    expect(json.json.reason).toMatch(/Malformed OTLP\/json body/);
+    const gzip = await send(Uint8Array.from([0x1f, 0x8b, 1, 2, 3]), { encoding: 'gzip', projectId: project() });
+    expect(gzip.status).toBe(400);
+    expect(gzip.json.reason).toBe('Malformed gzip body');
+  });
+
+  it('answers 413 for a gzip bomb and for a body over the limit', async () => {
+    const small = await startTestServer({ maxBodyBytes: 256 * 1024 });
+    try {
+      const bomb = gzipSync(Buffer.alloc(16 * 1024 * 1024));
+      expect(bomb.length).toBeLessThan(256 * 1024);
+      const exploded = await send(bomb, { url: small.url, encoding: 'gzip', projectId: project() });
+      expect(exploded.status).toBe(413);
+      expect(exploded.json).toEqual({ reason: 'Request too large' });
+      const large = await send(new Uint8Array(300 * 1024), { url: small.url, projectId: project() });
+      expect(large.status).toBe(413);
+      // The content type is checked before the body is read: a wrong one is a 415 whatever its size.
+      const wrongType = await send(new Uint8Array(300 * 1024), { url: small.url, contentType: 'text/plain', projectId: project() });
+      expect(wrongType.status).toBe(415);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it.each([
+    ['text/plain', 'hello'],
+    ['application/octet-stream', 'x'],
+    ['multipart/form-data; boundary=x', '--x--'],
+  ])('answers 415 for a %s body', async (contentType, body) => {
+    const response = await send(body, { contentType, projectId: project() });
+    expect(response.status).toBe(415);
+    expect(response.json.reason).toMatch(/application\/x-protobuf or application\/json/);
+  });
+
+  it('answers 415 for an unsupported Content-Encoding', async () => {
+    const response = await send(new Uint8Array(0), { encoding: 'br', projectId: project() });
+    expect(response.status).toBe(415);
+    expect(response.json.reason).toMatch(/Content-Encoding "br"/);
+  });
+
+  it('keeps protobuf bodies out of every other route', async () => {
+    const response = await fetch(`${server.url}/call/read`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-protobuf', authorization: basicAuth(DEV) },
+      body: new Uint8Array([1, 2, 3]),
+    });
+    expect(response.status).toBe(415);
+  });
+});
