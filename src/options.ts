@@ -151,7 +151,10 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
 function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {
   // An explicit option of either kind wins over anything in the environment.
   if (options.username !== undefined || options.password !== undefined) {
-    return { username: options.username ?? env.CALLBRIDGE_USERNAME ?? '', password: options.password ?? '' };
+    return {
+      username: options.username ?? env.CALLBRIDGE_USERNAME ?? '',
+      password: options.password ?? env.CALLBRIDGE_PASSWORD ?? '',
+    };
   }
   if (options.apiKey !== undefined) return { username: 'api', password: options.apiKey };
   if (env.CALLBRIDGE_USERNAME || env.CALLBRIDGE_PASSWORD) {

@@ -39,6 +39,12 @@ describe('resolveConnection', () => {
     expect(resolveConnection({}, { WANDB_API_KEY: 'wb' })).toMatchObject({ username: 'api', password: 'wb' });
   });
 
+  it('fills the half of a user/password pair that is not given from the environment', () => {
+    const env = { CALLBRIDGE_USERNAME: 'env-user', CALLBRIDGE_PASSWORD: 'env-pw' };
+    expect(resolveConnection({ username: 'dev' }, env)).toMatchObject({ username: 'dev', password: 'env-pw' });
+    expect(resolveConnection({ password: 'pw' }, env)).toMatchObject({ username: 'env-user', password: 'pw' });
+  });
+
   it('rejects URLs that are not http(s), naming the option and the value', () => {
     expect(() => resolveConnection({ baseUrl: 'ftp://x' }, {})).toThrow(InvalidOptionError);
     expect(() => resolveConnection({ baseUrl: 'not a url' }, {})).toThrow(/`baseUrl`.*"not a url"/);
