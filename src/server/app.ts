@@ -4,12 +4,12 @@
  * a body of SPEC §2.5. Nothing else lives here: routes are in `routes/`, storage in `store/`.
  */
 import type Database from 'better-sqlite3';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { HttpError, ValidationError } from './errors.js';
 import { ROUTE_MODULES } from './routes/index.js';
-import { schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
+import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -49,6 +49,14 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // no type coercion, no stripping of unknown keys (closed objects must reject them), and
     // every error at once, as pydantic reports them.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: true } },
+    // Errors Fastify raises while routing (a URL that does not decode, a path parameter longer
+    // than maxParamLength) skip setErrorHandler; without this they get Fastify's own body, which
+    // has no `reason` and echoes the whole path back.
+    frameworkErrors: (error, _request, reply) => {
+      const reason = FRAMEWORK_ERROR_REASONS[error.code] ?? 'Bad request';
+      // The generic reply type of this hook cannot name a status or body; it is an ordinary reply.
+      void (reply as FastifyReply).code(400).type('application/json; charset=utf-8').send({ reason });
+    },
   });
   const authenticate = createAuthenticator(options.users);
 
@@ -88,6 +96,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
   return app;
 }
 
+/** Routing errors (`frameworkErrors`), answered as 400 with these reasons. */
+const FRAMEWORK_ERROR_REASONS: Readonly<Record<string, string>> = {
+  FST_ERR_BAD_URL: 'Malformed URL: a path segment does not decode',
+  FST_ERR_MAX_PARAM_LENGTH: 'A path segment is too long',
+};
+
 /** Fastify's own error codes that are the client's fault, with the status SPEC §2.5 gives them. */
 const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: string | null]>> = {
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Request too large'],
@@ -103,7 +117,7 @@ const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: strin
  * bug and gets a fixed 500 body, so stack traces, SQL and paths never reach a client.
  */
 function toErrorResponse(error: unknown, request: FastifyRequest): { status: number; body: object } {
-  if (error instanceof ValidationError) return { status: 422, body: { detail: error.detail } };
+  if (error instanceof ValidationError) return { status: 422, body: { detail: error.detail.map(boundInput) } };
   if (error instanceof HttpError) {
     const body: Record<string, string> = { reason: error.reason };
     if (error.errorCode !== undefined) body.error_code = error.errorCode;

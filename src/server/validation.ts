@@ -56,7 +56,12 @@ export function schemaErrorsToIssues(
 /** Echoed inputs larger than this are cut to text, so a huge hostile body is never sent back. */
 const MAX_ECHO_CHARS = 2048;
 
-function boundInput(issue: ValidationIssue): ValidationIssue {
+/**
+ * An issue whose echoed `input` is cut to bounded text when large or unprintable (too deep to
+ * serialise). Applied to every 422 the server sends, whoever raised it: a hostile 2 MB literal or a
+ * 20 000-deep array must not be echoed back, nor break the serialisation of the answer.
+ */
+export function boundInput(issue: ValidationIssue): ValidationIssue {
   if (typeof issue.input !== 'object' && typeof issue.input !== 'string') return issue;
   let text: string;
   try {
