@@ -7,6 +7,7 @@
  * gets no entry, rather than a guess.
  */
 import type { CallCost } from '../wire/calls.js';
+import { isRecord } from '../wire/common.js';
 
 interface Price {
   readonly promptTokenCost: number;
@@ -73,8 +74,4 @@ export function computeCosts(usage: unknown): Record<string, CallCost> {
 
 function count(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

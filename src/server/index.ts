@@ -4,7 +4,7 @@
  */
 import { buildApp } from './app.js';
 import type { ServerUser } from './context.js';
-import { openDatabase } from './store/db.js';
+import { openDatabase, optimizeDatabase } from './store/db.js';
 
 export type { ServerUser } from './context.js';
 
@@ -59,6 +59,9 @@ export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_DB_PATH = 'callbridge.db';
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
+/** How often the planner statistics are refreshed while the server runs. */
+const OPTIMIZE_INTERVAL_MS = 60 * 60 * 1000;
+
 /**
  * Start the local server and resolve once it accepts requests.
  *
@@ -98,13 +101,24 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const boundPort = typeof address === 'object' && address !== null ? address.port : port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
 
+  // Statistics follow the data as it grows (see optimizeDatabase); the timer never keeps the
+  // process alive.
+  const optimizer = setInterval(() => {
+    if (db.open) optimizeDatabase(db);
+  }, OPTIMIZE_INTERVAL_MS);
+  optimizer.unref();
+
   let closing: Promise<void> | null = null;
   return {
     url: `http://${urlHost}:${boundPort}`,
     close() {
+      clearInterval(optimizer);
       closing ??= app.close().finally(() => {
         // After the last request: better-sqlite3 calls are synchronous, so none is mid-flight.
-        if (db.open) db.close();
+        if (db.open) {
+          optimizeDatabase(db);
+          db.close();
+        }
       });
       return closing;
     },

@@ -5,6 +5,7 @@
  */
 import type { ValidationIssue } from './errors.js';
 import { quote } from './quote.js';
+import { isRecord } from '../wire/common.js';
 
 /** The fields of an ajv `ErrorObject` we read (kept structural: ajv is fastify's dependency). */
 export interface SchemaErrorLike {
@@ -29,7 +30,10 @@ const TYPE_NAMES: Readonly<Record<string, [type: string, msg: string]>> = {
 
 /**
  * Convert ajv errors for `body` into pydantic-style issues with `loc` starting at `root`
- * (`"body"`, `"querystring"`, ...). Alternatives of one union (`anyOf`) collapse into one entry.
+ * (`"body"`, `"querystring"`, ...). Alternatives of one union (`anyOf`) collapse into one entry,
+ * as pydantic reports them: the literals a value may take are listed in one message
+ * (`Input should be 'asc' or 'desc'`), and the `null` branch of an optional field says nothing
+ * when another branch has said what is wrong.
  */
 export function schemaErrorsToIssues(
   errors: readonly SchemaErrorLike[],
@@ -37,20 +41,56 @@ export function schemaErrorsToIssues(
   root: string,
 ): ValidationIssue[] {
   const unionPaths = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath));
+  const branchErrors = errors.filter((e) => e.keyword !== 'anyOf');
+  const relevant = branchErrors.filter((e) => !isRedundantNullBranch(e, branchErrors, unionPaths));
   const issues: ValidationIssue[] = [];
   const seen = new Set<string>();
-  for (const error of errors) {
-    if (error.keyword === 'anyOf') continue;
+  for (const error of relevant) {
     const key = unionPaths.has(error.instancePath) ? `${error.instancePath}|union` : null;
     if (key !== null) {
       if (seen.has(key)) continue;
       seen.add(key);
     }
-    issues.push(boundInput(toIssue(error, body, root)));
+    const literals = key !== null && isLiteralError(error) ? literalsAt(error.instancePath, relevant) : null;
+    issues.push(boundInput(toIssue(error, body, root, literals)));
     if (issues.length >= MAX_ISSUES) break;
   }
-  if (issues.length === 0 && errors[0] !== undefined) issues.push(boundInput(toIssue(errors[0], body, root)));
+  if (issues.length === 0 && errors[0] !== undefined) issues.push(boundInput(toIssue(errors[0], body, root, null)));
   return issues;
+}
+
+/** The `null` branch of a union whose other branches reported errors at or below its path. */
+function isRedundantNullBranch(error: SchemaErrorLike, errors: readonly SchemaErrorLike[], unionPaths: ReadonlySet<string>): boolean {
+  if (error.keyword !== 'type' || error.params.type !== 'null' || !unionPaths.has(error.instancePath)) return false;
+  const path = error.instancePath;
+  return errors.some((other) => other !== error && (other.instancePath === path || other.instancePath.startsWith(`${path}/`)));
+}
+
+function isLiteralError(error: SchemaErrorLike): boolean {
+  return error.keyword === 'const' || error.keyword === 'enum';
+}
+
+/** Every literal the `const`/`enum` alternatives at `path` allow, in order. */
+function literalsAt(path: string, errors: readonly SchemaErrorLike[]): unknown[] {
+  return errors.filter((e) => e.instancePath === path && isLiteralError(e)).flatMap(allowedValues);
+}
+
+function allowedValues(error: SchemaErrorLike): unknown[] {
+  return error.keyword === 'const' ? [error.params.allowedValue] : ((error.params.allowedValues as unknown[] | undefined) ?? []);
+}
+
+/** `'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`: values as Python prints them, as pydantic lists them. */
+function listAlternatives(values: readonly unknown[]): string {
+  const printed = values.map(pythonRepr);
+  const last = printed.pop() ?? '';
+  return printed.length === 0 ? last : `${printed.join(', ')} or ${last}`;
+}
+
+function pythonRepr(value: unknown): string {
+  if (typeof value === 'string') return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  if (value === null) return 'None';
+  if (typeof value === 'boolean') return value ? 'True' : 'False';
+  return JSON.stringify(value);
 }
 
 /** Echoed inputs larger than this are cut to text, so a huge hostile body is never sent back. */
@@ -72,7 +112,8 @@ export function boundInput(issue: ValidationIssue): ValidationIssue {
   return text.length > MAX_ECHO_CHARS ? { ...issue, input: quote(issue.input, MAX_ECHO_CHARS) } : issue;
 }
 
-function toIssue(error: SchemaErrorLike, body: unknown, root: string): ValidationIssue {
+/** One issue; `literals` are every literal a union at this path allows (null: this error's own). */
+function toIssue(error: SchemaErrorLike, body: unknown, root: string, literals: unknown[] | null): ValidationIssue {
   const { loc, value } = resolvePointer(body, error.instancePath, root);
   const params = error.params;
   switch (error.keyword) {
@@ -92,16 +133,17 @@ function toIssue(error: SchemaErrorLike, body: unknown, root: string): Validatio
     }
     case 'const':
     case 'enum': {
-      const allowed = error.keyword === 'const' ? [params.allowedValue] : (params.allowedValues as unknown[]);
-      const list = (allowed ?? []).map((a) => JSON.stringify(a)).join(' or ');
-      return { type: 'literal_error', loc, msg: `Input should be ${list}`, input: value ?? null };
+      const msg = `Input should be ${listAlternatives(literals ?? allowedValues(error))}`;
+      return { type: 'literal_error', loc, msg, input: value ?? null };
     }
     case 'minimum':
+      return { type: 'greater_than_equal', loc, msg: `Input should be greater than or equal to ${String(params.limit)}`, input: value ?? null };
     case 'exclusiveMinimum':
-      return { type: 'greater_than_equal', loc, msg: `Input should be ${error.message ?? 'larger'}`, input: value ?? null };
+      return { type: 'greater_than', loc, msg: `Input should be greater than ${String(params.limit)}`, input: value ?? null };
     case 'maximum':
+      return { type: 'less_than_equal', loc, msg: `Input should be less than or equal to ${String(params.limit)}`, input: value ?? null };
     case 'exclusiveMaximum':
-      return { type: 'less_than_equal', loc, msg: `Input should be ${error.message ?? 'smaller'}`, input: value ?? null };
+      return { type: 'less_than', loc, msg: `Input should be less than ${String(params.limit)}`, input: value ?? null };
     case 'minItems':
     case 'minLength':
       return { type: 'too_short', loc, msg: `Value ${error.message ?? 'is too short'}`, input: value ?? null };
@@ -130,8 +172,4 @@ function resolvePointer(body: unknown, pointer: string, root: string): { loc: Ar
     }
   }
   return { loc, value };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

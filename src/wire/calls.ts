@@ -10,9 +10,7 @@
  * are checked by `isCallId`/`isTraceId` rather than by a `pattern` here.
  */
 import { Type, type Static } from 'typebox';
-
-const JsonObject = Type.Record(Type.String(), Type.Unknown());
-const NullableString = Type.Union([Type.String(), Type.Null()]);
+import { JsonObject, NullableString, SortByListSchema } from './common.js';
 const NullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
 export const StartedCallSchema = Type.Object(
@@ -234,24 +232,15 @@ export const CallsFilterSchema = Type.Object(
 );
 export type CallsFilter = Static<typeof CallsFilterSchema>;
 
-export const SortBySchema = Type.Object(
-  { field: Type.String(), direction: Type.Union([Type.Literal('asc'), Type.Literal('desc')]) },
-  { additionalProperties: false },
-);
-export type SortBy = Static<typeof SortBySchema>;
-
 // Bounded so every accepted value binds as an SQLite integer.
 const Count = Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()]));
-
-/** Sort keys per query; SQLite caps ORDER BY terms, and a handful is all a reader uses. */
-export const MAX_SORT_KEYS = 16;
 
 export const CallsQueryReqSchema = Type.Object({
   project_id: Type.String(),
   filter: Type.Optional(Type.Union([CallsFilterSchema, Type.Null()])),
   /** `{"$expr": ...}` (SPEC §2.4); its grammar is checked by the query compiler. */
   query: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
-  sort_by: Type.Optional(Type.Union([Type.Array(SortBySchema, { maxItems: MAX_SORT_KEYS }), Type.Null()])),
+  sort_by: Type.Optional(SortByListSchema),
   limit: Count,
   offset: Count,
   columns: StringList,

@@ -5,11 +5,9 @@
  * are a 422.
  */
 import { Type, type Static } from 'typebox';
-import { SortByListSchema } from './objects.js';
+import { JsonObject, NullableString, SortByListSchema } from './common.js';
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
 const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-const JsonObject = Type.Record(Type.String(), Type.Unknown());
 
 /** A `query` body field: `{"$expr": Operation}`; its grammar is checked by the query compiler. */
 export const QuerySchema = Type.Object({ $expr: Type.Unknown() }, { additionalProperties: false });

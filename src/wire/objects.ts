@@ -7,8 +7,8 @@
  * `{"obj": ...}` envelope is closed. Wrong types and missing fields are a 422.
  */
 import { Type, type Static } from 'typebox';
+import { NullableString, SortByListSchema } from './common.js';
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
 const NullableBoolean = Type.Union([Type.Boolean(), Type.Null()]);
 const NullableStringList = Type.Union([Type.Array(Type.String()), Type.Null()]);
 const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
@@ -65,25 +65,6 @@ export const ObjectFilterSchema = Type.Object(
   { additionalProperties: true },
 );
 export type ObjectFilter = Static<typeof ObjectFilterSchema>;
-
-export const SortDirectionSchema = Type.Union([Type.Literal('asc'), Type.Literal('desc')]);
-export type SortDirection = Static<typeof SortDirectionSchema>;
-
-/**
- * Most `sort_by` entries a query takes. Each becomes an ORDER BY term, and SQLite refuses
- * statements with thousands of them; no real query needs more than a few.
- */
-export const MAX_SORT_KEYS = 100;
-
-/** One `sort_by` entry (shared by objects and feedback queries). */
-export const SortBySchema = Type.Object(
-  { field: Type.String({ minLength: 1 }), direction: SortDirectionSchema },
-  { additionalProperties: false },
-);
-export type SortBy = Static<typeof SortBySchema>;
-
-/** A `sort_by` list, or null for the default order. */
-export const SortByListSchema = Type.Union([Type.Array(SortBySchema, { maxItems: MAX_SORT_KEYS }), Type.Null()]);
 
 /** Body of `POST /objs/query`. */
 export const ObjQueryReqSchema = Type.Object(

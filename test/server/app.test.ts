@@ -216,6 +216,6 @@ describe('errors', () => {
     const text = `{"start":{"project_id":"acme/demo","op_name":"deep","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{"x":${nested}}}}`;
     const response = await post(server.url, '/call/start', text);
     expect(response.status).toBe(400);
-    expect(response.body.reason).toMatch(/nested too deeply/);
+    expect(response.body.reason).toMatch(/nested deeper than 500 levels/);
   });
 });

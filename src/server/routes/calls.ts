@@ -9,7 +9,7 @@ import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError } from '../errors.js';
 import { quote } from '../quote.js';
 import { createCallsStore, type CallPart } from '../store/calls.js';
-import { toCompleteRows, toEndRow, toStartRow } from '../store/calls-rows.js';
+import { checkNameLength, toCompleteRows, toEndRow, toStartRow } from '../store/calls-rows.js';
 import {
   CallEndReqSchema,
   CallReadReqSchema,
@@ -39,6 +39,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 export const callsRoutes: RouteModule = (app, ctx) => {
   const store = createCallsStore(ctx.db);
+  app.addHook('onClose', async () => store.close());
 
   app.get('/health', { config: { public: true } }, async () => ({ status: 'ok' }));
 
@@ -64,6 +65,14 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/call/upsert_batch', { schema: { body: CallUpsertBatchReqSchema } }, async (request) => {
     const { batch } = request.body as { batch: UpsertItemInput[] };
     const authorize = authorizerFor(ctx, request);
+    // As /call/start: access first, then complete mode, before any item is checked. A complete-mode
+    // project must answer CALLS_COMPLETE_MODE_REQUIRED whatever the items hold, or an exporter
+    // would take a bad item's plain 400 for a reason to split the batch instead of switching.
+    for (const item of batch) {
+      const projectId = item.req.start?.project_id ?? item.req.end?.project_id;
+      if (projectId !== undefined) authorize(projectId);
+    }
+    if (batch.length > 0) rejectInCompleteMode(ctx);
     const parts: CallPart[] = [];
     const res: Array<CallStartRes | Record<string, never>> = [];
     batch.forEach((item, index) => {
@@ -71,7 +80,6 @@ export const callsRoutes: RouteModule = (app, ctx) => {
       parts.push(part);
       res.push(part.kind === 'start' ? { id: part.row[1], trace_id: part.row[4] } : {});
     });
-    if (batch.length > 0) rejectInCompleteMode(ctx);
     store.writeParts(parts);
     return { res };
   });
@@ -110,7 +118,7 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/calls/stream_query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
     const body = request.body as CallsQueryReq;
     ctx.authorizeProject(request, body.project_id);
-    const lines = store.queryJson({
+    const lines = store.queryLines({
       projectId: body.project_id,
       filter: body.filter ?? null,
       query: body.query ?? null,
@@ -122,8 +130,7 @@ export const callsRoutes: RouteModule = (app, ctx) => {
       includeStorageSize: body.include_storage_size === true,
       includeTotalStorageSize: body.include_total_storage_size === true,
     });
-    const text = lines.length === 0 ? '' : `${lines.join('\n')}\n`;
-    return reply.type('application/jsonl; charset=utf-8').send(text);
+    return reply.type('application/jsonl; charset=utf-8').send(lines);
   });
 
   app.post('/calls/delete', { schema: { body: CallsDeleteReqSchema } }, async (request) => {
@@ -136,9 +143,7 @@ export const callsRoutes: RouteModule = (app, ctx) => {
     const body = request.body as CallUpdateReq;
     ctx.authorizeProject(request, body.project_id);
     if (!isCallId(body.call_id)) throw new BadRequestError(`Invalid call_id ${quote(body.call_id)}`);
-    if (body.display_name.length > MAX_DISPLAY_NAME_CHARS && [...body.display_name].length > MAX_DISPLAY_NAME_CHARS) {
-      throw new BadRequestError(`display_name is longer than ${MAX_DISPLAY_NAME_CHARS} characters`);
-    }
+    checkNameLength(body.display_name, 'display_name', MAX_DISPLAY_NAME_CHARS, ['body']);
     store.updateDisplayName(body.project_id, body.call_id, body.display_name);
     return {};
   });

@@ -3,8 +3,10 @@
  * call's start part and end part, which may arrive in either order (SPEC §2.1).
  *
  * - Timestamps are kept twice: `started_at`/`ended_at` as canonical UTC text
- *   (`2026-01-02T03:04:05.123456Z`, fixed width, so text order is time order and a query literal
- *   compares as expected) and `started_us`/`ended_us` as integer microseconds for latency.
+ *   (`2026-01-02T03:04:05.123456Z`, fixed width, so text order is time order and sorting needs no
+ *   conversion) and `started_us`/`ended_us` as integer microseconds for latency. A query literal
+ *   may be written in any zone or as Unix seconds, so `$expr` compares these columns as instants
+ *   (`type: 'datetime'` in calls-fields.ts), never as text.
  * - JSON values are stored as JSON text; `start_bytes`/`end_bytes` are the UTF-8 sizes of the
  *   part's stored JSON, computed at write time so storage sizes cost nothing on read.
  * - `has_start` marks rows whose start part has arrived: a row holding only an end part is not a

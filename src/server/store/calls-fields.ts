@@ -4,11 +4,17 @@
  */
 import type { FieldTable } from '../query/fields.js';
 
-/** `summary.weave.status` (SPEC §2.1): error, else running, else descendant_error, else success. */
+/**
+ * `summary.weave.status` (SPEC §2.1): error, else running, else descendant_error, else success.
+ * Every read and every query of a project evaluates it on every row, so a summary SQLite cannot
+ * parse (the write path refuses such values; a file written by other means may hold one) reads
+ * as having no error counts instead of failing all of them with "malformed JSON".
+ */
 export const STATUS_SQL = `(CASE
   WHEN c.exception IS NOT NULL THEN 'error'
   WHEN c.ended_at IS NULL THEN 'running'
-  WHEN coalesce(json_extract(c.summary, '$.status_counts.error'), 0) > 0 THEN 'descendant_error'
+  WHEN coalesce(CASE WHEN json_valid(c.summary) THEN json_extract(c.summary, '$.status_counts.error') END, 0) > 0
+    THEN 'descendant_error'
   ELSE 'success' END)`;
 
 /** `summary.weave.latency_ms`: whole milliseconds between start and end (integer division). */
@@ -33,8 +39,8 @@ export const CALL_FIELDS: FieldTable = {
   parent_id: { sql: 'c.parent_id', type: 'text' },
   thread_id: { sql: 'c.thread_id', type: 'text' },
   turn_id: { sql: 'c.turn_id', type: 'text' },
-  started_at: { sql: 'c.started_at', type: 'text' },
-  ended_at: { sql: 'c.ended_at', type: 'text' },
+  started_at: { sql: 'c.started_at', type: 'datetime' },
+  ended_at: { sql: 'c.ended_at', type: 'datetime' },
   exception: { sql: 'c.exception', type: 'text' },
   wb_user_id: { sql: 'c.wb_user_id', type: 'text' },
   wb_run_id: { sql: 'c.wb_run_id', type: 'text' },

@@ -6,6 +6,7 @@
 import { computeCosts } from '../costs.js';
 import { BadRequestError, ValidationError } from '../errors.js';
 import { uuidv7 } from '../ids.js';
+import { assertJsonDepth } from '../json-depth.js';
 import { quote } from '../quote.js';
 import { parseTimestamp, type Instant } from '../timestamps.js';
 import {
@@ -13,6 +14,7 @@ import {
   isTraceId,
   MAX_DISPLAY_NAME_CHARS,
   MAX_OP_NAME_CHARS,
+  type Call,
   type CompletedCall,
   type EndedCall,
   type StartedCall,
@@ -136,11 +138,14 @@ function checkId(value: string, isValid: (value: string) => boolean, field: stri
   }
 }
 
-/** Lengths count characters (code points), as the hosted service's Python does. */
-function checkNameLength(value: string, field: string, max: number, loc: Loc): void {
+/**
+ * A name longer than `max` characters is a 400 naming where it sits (`loc` is where the field's
+ * parent sits). Lengths count characters (code points), as the hosted service's Python does.
+ */
+export function checkNameLength(value: string, field: string, max: number, loc: Loc): void {
   // UTF-16 length is at least the code point count: only long strings need the exact count.
   if (value.length > max && [...value].length > max) {
-    throw new BadRequestError(`${field} at ${describeLoc(loc)} is longer than ${max} characters`);
+    throw new BadRequestError(`${describeLoc([...loc, field])} is longer than ${max} characters`);
   }
 }
 
@@ -161,16 +166,13 @@ export function parseTimestampAt(value: string, loc: Loc): Instant {
 }
 
 /**
- * JSON text of a value parsed from the request. JSON.stringify recurses, so a value nested deeper
- * than the stack allows (JSON.parse does not recurse and accepts it) is the client's 400, not a 500.
+ * JSON text of a value parsed from the request. A value nested deeper than MAX_JSON_DEPTH is the
+ * client's 400: SQLite's JSON functions cannot read a document nested past 1000 levels, and every
+ * query of the project reads `summary` (the derived status) and may read the other JSON columns.
  */
 export function toJsonText(value: unknown, loc: Loc): string {
-  try {
-    return JSON.stringify(value);
-  } catch (error) {
-    if (error instanceof RangeError) throw new BadRequestError(`Value at ${describeLoc(loc)} is nested too deeply`);
-    throw error;
-  }
+  assertJsonDepth(value, `Value at ${describeLoc(loc)}`);
+  return JSON.stringify(value);
 }
 
 /** `['body', 'batch', 3, 'req', 'start']` -> `batch[3].req.start`. */
@@ -182,32 +184,23 @@ export function describeLoc(loc: Loc): string {
   return text === '' ? 'body' : text;
 }
 
-/** A call row as the store's reads select it (`CALL_COLUMNS_SQL`). */
-export interface CallRow {
-  id: string;
-  project_id: string;
-  op_name: string;
-  display_name: string | null;
-  trace_id: string;
-  parent_id: string | null;
-  thread_id: string | null;
-  turn_id: string | null;
-  started_at: string;
-  ended_at: string | null;
+/** Read-form fields stored as JSON text, which a read splices in without parsing. */
+type JsonTextFields = 'attributes' | 'inputs' | 'output' | 'summary';
+
+/**
+ * A call row as the store's reads select it (`CALL_COLUMNS_SQL`): the read form's scalar fields as
+ * they are, its JSON fields as stored text, and the derived values `summary.weave` is built from.
+ */
+export type CallRow = Omit<Call, JsonTextFields | 'deleted_at' | 'storage_size_bytes' | 'total_storage_size_bytes'> & {
   attributes: string;
   inputs: string;
   output: string | null;
   summary: string | null;
-  exception: string | null;
-  wb_user_id: string | null;
-  wb_run_id: string | null;
-  wb_run_step: number | null;
-  wb_run_step_end: number | null;
   storage_size_bytes: number;
   status: string;
   latency_ms: number | null;
   total_storage_size_bytes?: number | null;
-}
+};
 
 /** Which optional parts a read writes. */
 export interface CallJsonOptions {

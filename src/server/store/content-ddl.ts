@@ -9,6 +9,10 @@
  *   write time so reads never measure.
  * - `is_latest` is kept on the row (one UPDATE when a new version lands) so `latest_only`
  *   and `digest: "latest"` are index lookups, not a max() per object.
+ * - `feedback_by_project` is not a copy of `feedback_by_id`'s leading column: its entries are
+ *   `(project_id, rowid)`, so it reads a project in insertion order, the default order of
+ *   `feedback/query`, and a LIMIT stops early. Without it the planner sorts the whole project
+ *   first (query-plans.test.ts checks the plan).
  */
 export const CONTENT_DDL = `
 CREATE TABLE objects (

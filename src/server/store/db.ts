@@ -17,6 +17,7 @@ export function openDatabase(path: string): Database.Database {
   try {
     configure(db);
     migrate(db, MIGRATIONS);
+    optimizeOnOpen(db);
   } catch (error) {
     db.close();
     throw error;
@@ -34,6 +35,31 @@ function configure(db: Database.Database): void {
   // Another process (a second server, a sqlite3 shell) may hold the write lock for a moment.
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
+}
+
+/**
+ * Planner statistics. Without them SQLite cannot tell `calls_by_trace` (a handful of rows per
+ * trace) from `calls_by_start` (the whole project) and picked the latter for trace filters and
+ * call-tree deletes: 250-780 ms with 1 M calls. `0x10002` (SQLite's advice for a long-lived
+ * connection) analyzes every table whose statistics are missing or stale, and `analysis_limit`
+ * bounds each ANALYZE to a sample, so opening a large database stays quick.
+ */
+function optimizeOnOpen(db: Database.Database): void {
+  db.pragma(`analysis_limit = ${ANALYSIS_LIMIT_ROWS}`);
+  db.pragma('optimize = 0x10002');
+}
+
+/** Rows each index's ANALYZE samples: enough for the planner's choice between our indexes. */
+const ANALYSIS_LIMIT_ROWS = 1000;
+
+/**
+ * Refresh the planner statistics of tables that grew or shrank a lot since they were analyzed
+ * (cheap when nothing changed). The server runs it periodically and before closing, as SQLite
+ * advises for long-lived connections: a server that started on an empty database must not keep
+ * planning for empty tables once it holds a million calls.
+ */
+export function optimizeDatabase(db: Database.Database): void {
+  db.pragma('optimize');
 }
 
 /**

@@ -19,7 +19,10 @@ import {
 } from '../../wire/feedback.js';
 import { uuidv7 } from '../ids.js';
 import { nowInstant } from '../timestamps.js';
-import { StatementCache, assertJsonDepth, sqlCount, utf8Length } from './content-common.js';
+import { sqlCount, utf8Length } from './content-common.js';
+import { StatementCache } from './statement-cache.js';
+import { assertJsonDepth } from '../json-depth.js';
+import { isRecord } from '../../wire/common.js';
 
 /** Largest payload, as UTF-8 bytes of its JSON (the hosted service's limit). */
 export const MAX_PAYLOAD_BYTES = 1 << 20;
@@ -36,7 +39,7 @@ export const FEEDBACK_FIELDS: FieldTable = {
   feedback_type: { sql: 'feedback_type', type: 'text' },
   payload: { sql: 'payload', type: 'json' },
   creator: { sql: 'creator', type: 'text' },
-  created_at: { sql: 'created_at', type: 'text' },
+  created_at: { sql: 'created_at', type: 'datetime' },
   wb_user_id: { sql: 'wb_user_id', type: 'text' },
   annotation_ref: { sql: 'annotation_ref', type: 'text' },
   runnable_ref: { sql: 'runnable_ref', type: 'text' },
@@ -288,8 +291,4 @@ function idOfEquality(operation: unknown): string {
 
 function isIdField(operand: unknown): boolean {
   return isRecord(operand) && Object.keys(operand).length === 1 && operand.$getField === 'id';
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -9,7 +9,9 @@ import { quote } from '../quote.js';
 import { CanonicalJsonError, canonicalJson, digestOfText } from '../../wire/digest.js';
 import type { ObjCreateRes, ObjQueryReq, ObjSchema } from '../../wire/objects.js';
 import { nowInstant } from '../timestamps.js';
-import { StatementCache, sqlCount, utf8Length } from './content-common.js';
+import { sqlCount, utf8Length } from './content-common.js';
+import { StatementCache } from './statement-cache.js';
+import { isRecord } from '../../wire/common.js';
 
 export interface ObjectInsert {
   readonly projectId: string;
@@ -266,8 +268,4 @@ function toObject(row: ObjectRow): ObjSchema {
     wb_user_id: row.wb_user_id,
     size_bytes: row.size_bytes,
   };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,0 +1,68 @@
+/**
+ * Extra read-only connections for long reads (`calls/stream_query`).
+ *
+ * Why a second connection: a better-sqlite3 statement being iterated keeps its connection busy
+ * (no other statement may run on it until the iterator ends), and a stream can last as long as a
+ * slow client makes it. On its own connection the iteration holds only a WAL read snapshot, which
+ * never blocks the writer, so calls keep being written while a million rows stream out. The other
+ * way, pages on the main connection, needs keyset pagination over arbitrary `sort_by` expressions
+ * (NULLs, mixed directions, JSON values) or OFFSET pages, whose cost grows with the square of the
+ * result; one statement on its own connection sorts once and streams.
+ *
+ * A connection serves one stream at a time; a few idle ones are kept for the next stream.
+ */
+import Database from 'better-sqlite3';
+import { StatementCache } from './statement-cache.js';
+
+/** A read-only connection with its own prepared statements. */
+export interface Reader {
+  readonly db: Database.Database;
+  readonly statements: StatementCache;
+}
+
+export interface ReaderPool {
+  /**
+   * A connection for one long read, or null when the database lives in memory (another
+   * connection would see another, empty database): the caller then reads on the main connection.
+   */
+  acquire(): Reader | null;
+  /** Give a connection back once its iteration has ended (finished or returned). */
+  release(reader: Reader): void;
+  /** Close idle connections now and busy ones when they are released. */
+  close(): void;
+}
+
+/** Idle connections kept open; more are opened while more streams run at once. */
+const MAX_IDLE_READERS = 2;
+
+/**
+ * Read-only connections to the database `main` has open.
+ *
+ * @example
+ * const readers = createReaderPool(db);
+ * const reader = readers.acquire();
+ * try { for (const row of reader.statements.get(sql).iterate()) send(row); } finally { readers.release(reader); }
+ */
+export function createReaderPool(main: Database.Database): ReaderPool {
+  const idle: Reader[] = [];
+  let closed = false;
+  return {
+    acquire() {
+      if (main.memory) return null;
+      const reused = idle.pop();
+      if (reused !== undefined) return reused;
+      const db = new Database(main.name, { readonly: true, fileMustExist: true });
+      // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open).
+      db.pragma('busy_timeout = 5000');
+      return { db, statements: new StatementCache(db) };
+    },
+    release(reader) {
+      if (closed || idle.length >= MAX_IDLE_READERS) reader.db.close();
+      else idle.push(reader);
+    },
+    close() {
+      closed = true;
+      for (const reader of idle.splice(0)) reader.db.close();
+    },
+  };
+}
