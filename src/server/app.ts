@@ -7,7 +7,7 @@ import type Database from 'better-sqlite3';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
 import type { ServerContext, ServerUser } from './context.js';
-import { HttpError, ValidationError } from './errors.js';
+import { BadRequestError, HttpError, ValidationError } from './errors.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 
@@ -62,6 +62,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   // Bodies are JSON only (plus multipart, whose parser the files routes register themselves).
   app.removeContentTypeParser('text/plain');
+  replaceJsonParserWithStrictUtf8(app);
   app.decorateRequest('callbridgeUser', null);
 
   app.addHook('onRequest', async (request: FastifyRequest) => {
@@ -94,6 +95,28 @@ export function buildApp(options: AppOptions): FastifyInstance {
   };
   for (const register of ROUTE_MODULES) register(app, ctx);
   return app;
+}
+
+/**
+ * JSON bodies must be valid UTF-8 (RFC 8259 §8.1). Fastify's own parser decodes leniently, so a
+ * stray byte inside a string would be stored as U+FFFD and acknowledged with a 200: data changed
+ * without a word. Decode strictly first, then hand the text to Fastify's parser, which keeps its
+ * `__proto__`/`constructor` poisoning checks and its error codes (mapped below).
+ */
+function replaceJsonParserWithStrictUtf8(app: FastifyInstance): void {
+  const parseJsonText = app.getDefaultJsonParser('error', 'error');
+  const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = strictUtf8.decode(body as Buffer);
+    } catch {
+      done(new BadRequestError('Malformed JSON body: not valid UTF-8'), undefined);
+      return;
+    }
+    parseJsonText(request, text, done);
+  });
 }
 
 /** Routing errors (`frameworkErrors`), answered as 400 with these reasons. */

@@ -31,6 +31,7 @@ import {
   type CallUpdateReq,
   type UpsertItemInput,
 } from '../../wire/calls.js';
+import { projectAuthorizer } from './project-authorizer.js';
 
 /** The error code the hosted service gives v1 writes to a project in complete mode. */
 export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
@@ -64,7 +65,7 @@ export const callsRoutes: RouteModule = (app, ctx) => {
 
   app.post('/call/upsert_batch', { schema: { body: CallUpsertBatchReqSchema } }, async (request) => {
     const { batch } = request.body as { batch: UpsertItemInput[] };
-    const authorize = authorizerFor(ctx, request);
+    const authorize = projectAuthorizer(ctx, request);
     // As /call/start: access first, then complete mode, before any item is checked. A complete-mode
     // project must answer CALLS_COMPLETE_MODE_REQUIRED whatever the items hold, or an exporter
     // would take a bad item's plain 400 for a reason to split the batch instead of switching.
@@ -163,19 +164,6 @@ function toPart(item: UpsertItemInput, index: number, authorize: (projectId: str
     throw new BadRequestError(`batch[${index}].mode ${quote(item.mode)} is not "start" or "end"`);
   }
   throw new BadRequestError(`batch[${index}]: mode "${item.mode}" needs req.${item.mode} and nothing else`);
-}
-
-/** Authorization per distinct project of a batch (a batch usually names one project a thousand times). */
-function authorizerFor(ctx: ServerContext, request: FastifyRequest): (projectId: string) => string {
-  const granted = new Map<string, string>();
-  return (projectId) => {
-    let username = granted.get(projectId);
-    if (username === undefined) {
-      username = ctx.authorizeProject(request, projectId);
-      granted.set(projectId, username);
-    }
-    return username;
-  };
 }
 
 function rejectInCompleteMode(ctx: ServerContext): void {

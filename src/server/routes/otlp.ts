@@ -25,6 +25,7 @@ import {
   type OtlpTraceRequest,
 } from '../otlp/index.js';
 import { createCallsStore } from '../store/calls.js';
+import { projectAuthorizer } from './project-authorizer.js';
 
 export const OTLP_TRACES_PATH = '/otel/v1/traces';
 
@@ -61,7 +62,7 @@ export const otlpRoutes: RouteModule = (app, ctx) => {
       const { parts, partialSuccess } = ingestTraceRequest(
         decoded,
         projectHeader(request.headers[PROJECT_HEADER]),
-        authorizerFor(ctx, request),
+        projectAuthorizer(ctx, request),
       );
       store.writeParts(parts);
       const body = format === 'protobuf' ? encodeTraceResponseProtobuf(partialSuccess) : encodeTraceResponseJson(partialSuccess);
@@ -79,15 +80,3 @@ function decode(decoder: (bytes: Uint8Array) => OtlpTraceRequest, bytes: Buffer,
   }
 }
 
-/** Authorization once per distinct project of the request. */
-function authorizerFor(ctx: ServerContext, request: FastifyRequest): (projectId: string) => string {
-  const granted = new Map<string, string>();
-  return (projectId) => {
-    let username = granted.get(projectId);
-    if (username === undefined) {
-      username = ctx.authorizeProject(request, projectId);
-      granted.set(projectId, username);
-    }
-    return username;
-  };
-}
