@@ -23,7 +23,10 @@ export class JsonLinesError extends SyntaxError {
  */
 export async function* parseJsonLines(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<unknown, void, undefined> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
-  let pending = '';
+  // The line being read, in the pieces it arrived in. Only new text is searched for '\n' and the
+  // pieces are joined once per line: searching and extending one growing string instead made a
+  // line that arrives in many chunks cost time quadratic in its length.
+  let pieces: string[] = [];
   let lineNumber = 0;
   const parseLine = (line: string): { value: unknown } | undefined => {
     lineNumber += 1;
@@ -41,16 +44,23 @@ export async function* parseJsonLines(chunks: AsyncIterable<Uint8Array>): AsyncG
       throw new JsonLinesError(lineNumber + 1, (error as Error).message);
     }
   };
+  const takeLine = (lastPiece: string): string => {
+    if (pieces.length === 0) return lastPiece;
+    pieces.push(lastPiece);
+    const line = pieces.join('');
+    pieces = [];
+    return line;
+  };
   for await (const chunk of chunks) {
-    pending += decode(chunk);
+    const text = decode(chunk);
     let start = 0;
-    for (let newline = pending.indexOf('\n'); newline !== -1; newline = pending.indexOf('\n', start)) {
-      const parsed = parseLine(pending.slice(start, newline));
+    for (let newline = text.indexOf('\n'); newline !== -1; newline = text.indexOf('\n', start)) {
+      const parsed = parseLine(takeLine(text.slice(start, newline)));
       start = newline + 1;
       if (parsed !== undefined) yield parsed.value;
     }
-    pending = pending.slice(start);
+    if (start < text.length) pieces.push(start === 0 ? text : text.slice(start));
   }
-  const parsed = parseLine(pending + decode());
+  const parsed = parseLine(takeLine(decode()));
   if (parsed !== undefined) yield parsed.value;
 }

@@ -59,9 +59,22 @@ export type SendOutcome =
 /** Every outcome but `ok`. */
 export type FailedOutcome = Exclude<SendOutcome, { readonly kind: 'ok' }>;
 
+/** Options of `Transport.post`. */
+export interface PostOptions {
+  readonly signal?: AbortSignal;
+  /**
+   * Read a 2xx body to its end without parsing it (`ok` then has `body: undefined`). For callers
+   * that only need the status: the batcher discards `upsert_batch`'s reply, a list with one entry
+   * per item (1000 by default), whose parse was pure waste on the hot path. Errors are unchanged:
+   * a 2xx body cut short is still a `retry`, and error bodies are still read for their reason.
+   * @default false
+   */
+  readonly discardBody?: boolean;
+}
+
 export interface Transport {
   /** POST a ready JSON body to `baseUrl + path`. Never throws; never rejects. */
-  post(path: string, body: string | Uint8Array, options?: { readonly signal?: AbortSignal }): Promise<SendOutcome>;
+  post(path: string, body: string | Uint8Array, options?: PostOptions): Promise<SendOutcome>;
   /** Close the connection pool. Idempotent. */
   close(): Promise<void>;
 }
@@ -149,8 +162,11 @@ class PoolTransport implements HttpTransport {
     });
   }
 
-  post(path: string, body: string | Uint8Array, options?: { readonly signal?: AbortSignal }): Promise<SendOutcome> {
-    return this.request(options?.signal === undefined ? { path, body } : { path, body, signal: options.signal });
+  async post(path: string, body: string | Uint8Array, options?: PostOptions): Promise<SendOutcome> {
+    const request: ExchangeRequest = options?.signal === undefined ? { path, body } : { path, body, signal: options.signal };
+    if (options?.discardBody !== true) return this.request(request);
+    const result = await this.exchange(request, drain);
+    return result.kind === 'ok' ? { kind: 'ok', status: result.status, body: undefined } : result;
   }
 
   async request(request: ExchangeRequest): Promise<SendOutcome> {
@@ -223,6 +239,13 @@ class PoolTransport implements HttpTransport {
 
   #context(path: string): ClassifyContext {
     return { url: this.baseUrl + path, username: this.username };
+  }
+}
+
+/** Read a body to its end, keeping nothing (the connection then goes back to the pool). */
+async function drain(body: ResponseBody): Promise<void> {
+  for await (const _chunk of body as AsyncIterable<Buffer>) {
+    // Discarded: the caller only needs to know the whole answer arrived.
   }
 }
 

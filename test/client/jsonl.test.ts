@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { JsonLinesError, parseJsonLines } from '../../src/client/jsonl.js';
 
 async function collect(chunks: Array<string | Uint8Array>): Promise<unknown[]> {
@@ -28,6 +28,31 @@ describe('parseJsonLines', () => {
     const bytes = new TextEncoder().encode('{"s":"😀é"}\n');
     const parts = [bytes.subarray(0, 8), bytes.subarray(8, 9), bytes.subarray(9)];
     expect(await collect(parts)).toEqual([{ s: '😀é' }]);
+  });
+
+  it('a long line in many small chunks: read correctly, each character searched for a newline once', async () => {
+    const long = { text: 'é😀x'.repeat(50_000), list: Array.from({ length: 2000 }, (_v, index) => index) };
+    const text = `${JSON.stringify({ first: true })}\n${JSON.stringify(long)}\n${JSON.stringify({ last: true })}`;
+    const bytes = new TextEncoder().encode(text);
+    // 97-byte chunks: multi-byte characters land across chunk boundaries all along the line.
+    const chunks: Uint8Array[] = [];
+    for (let offset = 0; offset < bytes.length; offset += 97) chunks.push(bytes.subarray(offset, offset + 97));
+    // Characters scanned by newline searches (what a search that restarts at the line's start
+    // each chunk makes quadratic: here about 2500 chunks into a line of 400 k characters).
+    let scanned = 0;
+    const indexOf = String.prototype.indexOf;
+    const spy = vi.spyOn(String.prototype, 'indexOf').mockImplementation(function (this: string, search: string, from?: number) {
+      if (search === '\n') scanned += this.length - (from ?? 0);
+      return indexOf.call(this, search, from);
+    });
+    let values: unknown[];
+    try {
+      values = await collect(chunks);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(values).toEqual([{ first: true }, long, { last: true }]);
+    expect(scanned).toBeLessThanOrEqual(text.length * 2);
   });
 
   it('many lines in one chunk', async () => {

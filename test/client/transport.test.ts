@@ -90,6 +90,47 @@ describe('transport: the request it sends', () => {
   });
 });
 
+describe('transport: discardBody (the batcher does not read upsert_batch replies)', () => {
+  it('reads a 2xx reply to its end without parsing it, and the connection is reused', async () => {
+    // Bigger than undici's dump() limit (128 KiB), past which it would close the socket instead.
+    const reply = JSON.stringify({ res: Array.from({ length: 5000 }, (_, index) => ({ id: `${index}`.padStart(16, '0'), trace_id: 'f'.repeat(32) })) });
+    let answer = 0;
+    const server = track(
+      await startScriptedServer((_req, res) => {
+        answer += 1;
+        const text = answer === 2 ? 'not json at all' : reply;
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      }),
+    );
+    const transport = transportFor(server, { connections: 1 });
+    for (let i = 0; i < 3; i += 1) {
+      expect(await transport.post('/call/upsert_batch', '{"batch":[]}', { discardBody: true })).toEqual({ kind: 'ok', status: 200, body: undefined });
+    }
+    expect(server.connections()).toBe(1);
+    // Without the option the same reply is parsed, as before.
+    const parsed = await transport.post('/call/upsert_batch', '{"batch":[]}');
+    expect(parsed.kind === 'ok' && (parsed.body as { res: unknown[] }).res).toHaveLength(5000);
+  });
+
+  it('still reports a 2xx whose body is cut short as retry, and error bodies as before', async () => {
+    const cut = track(
+      await startScriptedServer((req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+        res.write('{"res": [', () => req.socket.destroy());
+      }),
+    );
+    expect(await transportFor(cut).post('/x', '{}', { discardBody: true })).toMatchObject({ kind: 'retry', status: 200 });
+    const refused = track(await startScriptedServer((_req, res) => json(res, 400, { reason: 'bad batch', error_code: 'X' })));
+    expect(await transportFor(refused).post('/x', '{}', { discardBody: true })).toMatchObject({
+      kind: 'reject',
+      status: 400,
+      reason: 'bad batch',
+      errorCode: 'X',
+    });
+  });
+});
+
 describe('transport: failures become outcomes', () => {
   it('503 with Retry-After is retry with status and afterMs', async () => {
     const server = track(await startScriptedServer((_req, res) => json(res, 503, { reason: 'overloaded' }, { 'retry-after': '3' })));
