@@ -125,6 +125,26 @@ describe('unflattenAttributes', () => {
     expect(unflattenAttributes({ 'x.y': 2, x: 1, 'x.y.z': 3 }).root).toEqual(three);
   });
 
+  it('unflattens tens of thousands of attributes, collisions included (OTLP ingest sets no limit)', () => {
+    // Built so every key path walks through branches made by earlier keys, and every tenth group
+    // collides with a shorter key that comes after its deeper keys (so the deeper keys spill flat).
+    const attributes: Record<string, number> = {};
+    const GROUPS = 20_000;
+    for (let group = 0; group < GROUPS; group += 1) {
+      attributes[`g${group}.a.x`] = group;
+      attributes[`g${group}.a.y`] = group;
+      if (group % 10 === 0) attributes[`g${group}.a`] = -group;
+    }
+    const { root, hasFlatKeys } = unflattenAttributes(attributes);
+    expect(hasFlatKeys).toBe(true);
+    expect(Object.keys(root)).toHaveLength(GROUPS + (GROUPS / 10) * 2);
+    expect(root.g1).toEqual({ a: { x: 1, y: 1 } });
+    expect(root.g19999).toEqual({ a: { x: 19999, y: 19999 } });
+    expect(root.g10).toEqual({ a: -10 });
+    expect(root['g10.a.x']).toBe(10);
+    expect(root['g10.a.y']).toBe(10);
+  });
+
   it('treats objects parsed from JSON text as values, not as places for deeper keys', () => {
     const expected = { cfg: { a: 1 }, 'cfg.b': 2 };
     expect(unflattenAttributes({ cfg: '{"a":1}', 'cfg.b': 2 }).root).toEqual(expected);
