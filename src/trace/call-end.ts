@@ -65,6 +65,10 @@ export class CallEnd {
  * The `output` attribute: strings, numbers and booleans as themselves (so the mapping of SPEC §3
  * gives the call that exact output; JSON text of a string would read back with its quotes),
  * everything else as JSON text. `undefined`/`null` write nothing: the call's output is then null.
+ *
+ * A string that is JSON text of an object or list reads back parsed, and no encoding avoids it:
+ * the mapping parses every such attribute string, and only `output`/`outputs` give a bare output
+ * (any other key wraps the value as `{key: value}`). Documented on `TraceOptions.captureOutput`.
  */
 function writeOutput(span: Span, output: unknown, policy: CapturePolicy): void {
   switch (typeof output) {

@@ -72,69 +72,27 @@ function stripCommentsAndSpace(text: string): string {
 
 /** Index of the first `(` outside strings, comments and computed keys, or -1. */
 function findFirstParen(src: string): number {
-  let i = 0;
-  while (i < src.length) {
-    const skipped = skipNonCode(src, i);
-    if (skipped !== i) {
-      i = skipped;
-      continue;
-    }
-    const ch = src[i];
-    if (ch === '(') return i;
-    if (ch === '[') {
-      i = skipBalanced(src, i + 1, ']');
-      continue;
-    }
-    if (ch === '{' || ch === '=') return -1; // a body or `=>` before any `(`: unreadable
-    i++;
-  }
-  return -1;
+  // A body or `=>` before any `(`: unreadable.
+  return scanCode(src, 0, '[', (ch, i) => (ch === '(' ? i : ch === '{' || ch === '=' ? -1 : undefined)) ?? -1;
 }
 
 /** Index of the `(` of `constructor(` directly inside the class body, or -1. */
 function findConstructorParen(src: string): number {
   const bodyStart = findClassBody(src);
   if (bodyStart < 0) return -1;
-  let depth = 0;
-  let i = bodyStart + 1;
-  while (i < src.length) {
-    const skipped = skipNonCode(src, i);
-    if (skipped !== i) {
-      i = skipped;
-      continue;
-    }
-    const ch = src[i]!;
-    if (ch === '{' || ch === '(' || ch === '[') depth++;
-    else if (ch === '}' || ch === ')' || ch === ']') {
-      if (depth === 0) return -1;
-      depth--;
-    } else if (depth === 0 && src.startsWith('constructor', i) && !isIdentifierChar(src[i - 1])) {
-      let j = i + 'constructor'.length;
-      while (j < src.length && /\s/.test(src[j]!)) j++;
-      if (src[j] === '(') return j;
-    }
-    i++;
-  }
-  return -1;
+  const found = scanCode(src, bodyStart + 1, '([{', (ch, i) => {
+    if (ch === '}' || ch === ')' || ch === ']') return -1; // the class body ended: no constructor
+    if (ch !== 'c' || !src.startsWith('constructor', i) || isIdentifierChar(src[i - 1])) return undefined;
+    let j = i + 'constructor'.length;
+    while (j < src.length && /\s/.test(src[j]!)) j++;
+    return src[j] === '(' ? j : undefined;
+  });
+  return found ?? -1;
 }
 
+/** Index of the `{` that opens the class body (after `extends` expressions), or -1. */
 function findClassBody(src: string): number {
-  let i = 'class'.length;
-  while (i < src.length) {
-    const skipped = skipNonCode(src, i);
-    if (skipped !== i) {
-      i = skipped;
-      continue;
-    }
-    const ch = src[i];
-    if (ch === '{') return i;
-    if (ch === '(' || ch === '[') {
-      i = skipBalanced(src, i + 1, ch === '(' ? ')' : ']');
-      continue;
-    }
-    i++;
-  }
-  return -1;
+  return scanCode(src, 'class'.length, '([', (ch, i) => (ch === '{' ? i : undefined)) ?? -1;
 }
 
 function isIdentifierChar(ch: string | undefined): boolean {
@@ -145,6 +103,32 @@ function isIdentifierChar(ch: string | undefined): boolean {
 function splitParams(src: string, open: number): string[] {
   const segments: string[] = [];
   let start = open + 1;
+  const closed = scanCode(src, open + 1, '([{', (ch, i) => {
+    if (ch !== ',' && ch !== ')') return undefined;
+    segments.push(src.slice(start, i));
+    start = i + 1;
+    return ch === ')' ? true : undefined;
+  });
+  if (closed === undefined) throw new SyntaxError('unterminated parameter list');
+  return segments;
+}
+
+/** Index just past the `closer` that balances an opener ending right before `i`. */
+function skipBalanced(src: string, i: number, closer: string): number {
+  const end = scanCode(src, i, '([{', (ch, at) => (ch === closer ? at + 1 : undefined));
+  if (end === undefined) throw new SyntaxError('unbalanced brackets');
+  return end;
+}
+
+const CLOSER: Readonly<Record<string, string>> = { '(': ')', '[': ']', '{': '}' };
+
+/**
+ * The one scanning loop: walk the code of `src` from `start`, skipping strings, template
+ * literals, comments, and every bracket group opened by a character of `nested` (to its balancing
+ * closer). Each other character goes to `visit`; the first value it returns other than undefined
+ * ends the walk and is returned. Undefined when `src` ends first.
+ */
+function scanCode<R>(src: string, start: number, nested: string, visit: (ch: string, i: number) => R | undefined): R | undefined {
   let i = start;
   while (i < src.length) {
     const skipped = skipNonCode(src, i);
@@ -152,41 +136,16 @@ function splitParams(src: string, open: number): string[] {
       i = skipped;
       continue;
     }
-    const ch = src[i];
-    if (ch === '(' || ch === '[' || ch === '{') {
-      i = skipBalanced(src, i + 1, ch === '(' ? ')' : ch === '[' ? ']' : '}');
-      continue;
-    }
-    if (ch === ',' || ch === ')') {
-      segments.push(src.slice(start, i));
-      if (ch === ')') return segments;
-      start = i + 1;
-    }
-    i++;
-  }
-  throw new SyntaxError('unterminated parameter list');
-}
-
-/** Index just past the `closer` that balances an opener ending right before `i`. */
-function skipBalanced(src: string, i: number, closer: string): number {
-  const stack = [closer];
-  while (i < src.length) {
-    const skipped = skipNonCode(src, i);
-    if (skipped !== i) {
-      i = skipped;
-      continue;
-    }
     const ch = src[i]!;
-    if (ch === '(') stack.push(')');
-    else if (ch === '[') stack.push(']');
-    else if (ch === '{') stack.push('}');
-    else if (ch === stack[stack.length - 1]) {
-      stack.pop();
-      if (stack.length === 0) return i + 1;
+    if (nested.includes(ch)) {
+      i = skipBalanced(src, i + 1, CLOSER[ch]!);
+      continue;
     }
+    const result = visit(ch, i);
+    if (result !== undefined) return result;
     i++;
   }
-  throw new SyntaxError('unbalanced brackets');
+  return undefined;
 }
 
 /** If a string, template or comment starts at `i`, the index after it; otherwise `i`. */

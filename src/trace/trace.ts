@@ -48,7 +48,12 @@ export interface TraceOptions {
    */
   readonly captureInputs?: boolean;
   /**
-   * Capture the result as the call's output.
+   * Capture the result as the call's output. Strings, numbers and booleans are written as
+   * themselves, other values as JSON text. One case cannot round-trip: a returned string that is
+   * itself JSON text of an object or list (it starts with `{` or `[` and parses, e.g. a model's
+   * JSON-mode answer `'{"answer": 42}'`) shows in the call as the parsed value (`{answer: 42}`),
+   * because the span -> call mapping shared with the hosted service parses such strings. The
+   * caller still gets the string unchanged; any other string (`'{"answer": 4'`, `'"x"'`) stays text.
    * @default true
    */
   readonly captureOutput?: boolean;
@@ -187,7 +192,8 @@ function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Contex
 /**
  * What the caller gets back, with the span's end attached to it:
  * - a native promise: the promise its `then` returns (so an unhandled rejection stays unhandled);
- * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed;
+ * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed
+ *   (see observeSubclass for how its unhandled rejections stay unhandled);
  * - another thenable (often lazy: a query builder runs on each `then`): a proxy whose `then` is
  *   observed, so the work still runs once, when the caller awaits;
  * - a stream: the same object, instrumented (see streams.ts);
@@ -212,8 +218,7 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
   };
   if (result instanceof Promise) {
     if (Object.getPrototypeOf(result) === Promise.prototype) return result.then(onValue, onError);
-    result.then(onValue, (error: unknown) => end.fail(error));
-    return result;
+    return observeSubclass(result, onValue, onError);
   }
   return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end);
 }
@@ -231,6 +236,46 @@ function settleValue(call: TracedCall, end: CallEnd, ctx: Context, value: unknow
   }
   end.succeed(value);
   return value;
+}
+
+/**
+ * A promise subclass is returned itself (its extra methods must survive), so it is observed with a
+ * `then` of ours, which marks its rejection handled. To keep an unhandled rejection unhandled, as
+ * on the native path, the observing chain re-throws: its promise rejects with the same reason and
+ * stays unhandled unless the caller takes `promise` in hand. The first `then` the caller makes
+ * (directly, or through `await`, `catch` or `finally`) marks the observing chain handled, so a
+ * caller who handles the rejection sees no extra unhandled one.
+ */
+function observeSubclass(
+  promise: Promise<unknown>,
+  onValue: (value: unknown) => unknown,
+  onError: (error: unknown) => never,
+): Promise<unknown> {
+  const then = promise.then;
+  const observing = Reflect.apply(then, promise, [onValue, onError]) as Promise<unknown>;
+  let claimed = false;
+  const callerThen = function (this: unknown, onFulfilled?: unknown, onRejected?: unknown): unknown {
+    if (!claimed) {
+      claimed = true;
+      // The native `then`: a subclass's own may expect state that species-made promises lack.
+      nativeThen.call(observing, undefined, ignoreRejection);
+    }
+    return Reflect.apply(then, this, [onFulfilled, onRejected]);
+  };
+  try {
+    Object.defineProperty(promise, 'then', { value: callerThen, configurable: true, writable: true, enumerable: false });
+  } catch {
+    // A frozen promise: the caller's handlers cannot be seen; rather miss an unhandled rejection
+    // than report one the caller handles.
+    nativeThen.call(observing, undefined, ignoreRejection);
+  }
+  return promise;
+}
+
+const nativeThen = Promise.prototype.then;
+
+function ignoreRejection(): void {
+  // The caller holds the rejection through the promise it was given.
 }
 
 function observeThenable(

@@ -1,5 +1,6 @@
 import { SpanStatusCode, context, trace as otelTrace } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { toCallParts } from '../../src/mapping/index.js';
 import { trace } from '../../src/trace/index.js';
 import { installProvider, jsonAttribute, parentOf } from './provider.js';
 
@@ -52,6 +53,34 @@ describe('trace(): one span per call', () => {
     const inputs = tracing.span('big').attributes.inputs as string;
     expect(Buffer.byteLength(inputs)).toBeLessThanOrEqual(1024);
     expect(inputs).toContain('[truncated');
+  });
+
+  it('a returned string that is JSON text of an object or list becomes that value in the call (documented)', () => {
+    // The mapping (SPEC §3, shared with the hosted service) parses every attribute string that
+    // starts with { or [ and is JSON, and only `output`/`outputs` give a bare output: no attribute
+    // value can carry such a string through. The caller still gets the string, unchanged.
+    const jsonMode = trace(function jsonMode() {
+      return '{"answer": 42}';
+    });
+    const listy = trace(function listy() {
+      return '[1, 2]';
+    });
+    const broken = trace(function broken() {
+      return '{"answer": 4';
+    });
+    const quoted = trace(function quoted() {
+      return '"just text"';
+    });
+    expect(jsonMode()).toBe('{"answer": 42}');
+    expect(listy()).toBe('[1, 2]');
+    broken();
+    quoted();
+    const outputOf = (name: string) => toCallParts(tracing.span(name), 'acme/demo').end.output;
+    expect(tracing.span('jsonMode').attributes.output).toBe('{"answer": 42}');
+    expect(outputOf('jsonMode')).toEqual({ answer: 42 });
+    expect(outputOf('listy')).toEqual([1, 2]);
+    expect(outputOf('broken')).toBe('{"answer": 4');
+    expect(outputOf('quoted')).toBe('"just text"');
   });
 
   it('writes no output attribute for undefined or null results', () => {
@@ -189,6 +218,65 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
     expect(await result).toBe(7);
     await new Promise((resolve) => setImmediate(resolve));
     expect(tracing.span('apiCall').attributes.output).toBe(7);
+  });
+
+  describe('a rejected Promise subclass behaves like a native promise', () => {
+    class ApiPromise<T> extends Promise<T> {
+      withResponse() {
+        return 'response';
+      }
+    }
+
+    async function unhandledDuring(run: () => Promise<void> | void): Promise<unknown[]> {
+      const seen: unknown[] = [];
+      const listener = (reason: unknown) => seen.push(reason);
+      process.on('unhandledRejection', listener);
+      try {
+        await run();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      } finally {
+        process.off('unhandledRejection', listener);
+      }
+      return seen;
+    }
+
+    it('left unhandled, it is reported unhandled once, with the same reason', async () => {
+      const error = new Error('unhandled subclass');
+      const seen = await unhandledDuring(() => {
+        const returned = trace(function ignoredApiCall() {
+          return new ApiPromise<number>((_resolve, reject) => reject(error));
+        })();
+        expect(returned).toBeInstanceOf(ApiPromise);
+      });
+      expect(seen).toEqual([error]);
+      expect(tracing.span('ignoredApiCall').status).toEqual({ code: SpanStatusCode.ERROR, message: 'unhandled subclass' });
+    });
+
+    it('handled by await, catch or then, nothing is reported and the caller gets the error', async () => {
+      const make = (name: string, error: Error) =>
+        trace(
+          function apiCall() {
+            return new ApiPromise<number>((_resolve, reject) => setImmediate(() => reject(error)));
+          },
+          { name },
+        )();
+      const errors = [new Error('awaited'), new Error('caught'), new Error('then')];
+      const received: unknown[] = [];
+      const seen = await unhandledDuring(async () => {
+        const awaited = make('awaited', errors[0]!);
+        expect(awaited.withResponse()).toBe('response');
+        try {
+          await awaited;
+        } catch (error) {
+          received.push(error);
+        }
+        received.push(await make('caught', errors[1]!).catch((error: unknown) => error));
+        received.push(await make('then', errors[2]!).then(undefined, (error: unknown) => error));
+      });
+      expect(seen).toEqual([]);
+      expect(received).toEqual(errors);
+      expect(tracing.spans().map((span) => span.status.code)).toEqual([SpanStatusCode.ERROR, SpanStatusCode.ERROR, SpanStatusCode.ERROR]);
+    });
   });
 
   it('runs a lazy thenable once, when the caller awaits it', async () => {
