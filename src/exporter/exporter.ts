@@ -1,7 +1,8 @@
 /**
  * The OTel `SpanExporter` of callbridge (SPEC §1, §4). `export()` only queues the ended spans in
- * the batcher and answers SUCCESS at once: mapping, JSON and HTTP happen later, when a send slot
- * frees, so neither `span.end()` nor the span processor ever waits on the network.
+ * the batcher (O(1) per span) and answers SUCCESS at once: mapping, JSON and HTTP happen in later
+ * macrotasks, started from `setImmediate` once a send slot is free and built in time slices, so
+ * neither `span.end()` nor the span processor ever waits on mapping, JSON or the network.
  */
 import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
@@ -11,6 +12,18 @@ import { createBatcher, type Batcher, type DeliveryStats } from '../batcher/inde
 import { createTransport } from '../client/transport.js';
 import { resolveExporterOptions, type ExporterOptions } from '../options.js';
 import { createSpanCodec } from './span-codec.js';
+
+/**
+ * The flush `register()` runs on `beforeExit`: `flush()` (which ends by flushing `exporter`),
+ * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
+ * a running app alive; during a long retry of an exiting process nothing else would then keep it
+ * alive, and it would exit with the spans neither delivered nor counted. So this holds a ref'd timer
+ * for `shutdownTimeoutMs` while the flush runs; when it fires, the exporter is shut down at once:
+ * whatever is still unsettled is dropped as `shutdown` (counted in `stats()`, reported through
+ * `diag`), and the process may exit. Never rejects when `flush` does not.
+ */
+// Assigned by CallbridgeExporter's static block, which can reach its private fields.
+export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
 /**
  * Delivers finished spans as calls through `call/upsert_batch` (or `calls/complete` for
@@ -29,10 +42,30 @@ import { createSpanCodec } from './span-codec.js';
  */
 export class CallbridgeExporter implements SpanExporter {
   readonly #batcher: Batcher<ReadableSpan>;
+  readonly #shutdownTimeoutMs: number;
   #shutDown = false;
+
+  static {
+    // register()'s exit flush needs the batcher and the timeout; they are not public API.
+    flushBeforeExit = async (exporter, flush) => {
+      let gaveUp: Promise<void> | undefined;
+      // Ref'd on purpose, unlike every other timer here: see flushBeforeExit's comment.
+      const deadline = setTimeout(() => {
+        exporter.#shutDown = true;
+        gaveUp = exporter.#batcher.shutdown(0);
+      }, exporter.#shutdownTimeoutMs);
+      try {
+        await flush();
+      } finally {
+        clearTimeout(deadline);
+      }
+      await gaveUp;
+    };
+  }
 
   constructor(options: ExporterOptions = {}) {
     const resolved = resolveExporterOptions(options);
+    this.#shutdownTimeoutMs = resolved.shutdownTimeoutMs;
     this.#batcher = createBatcher({
       ...resolved,
       transport: createTransport(resolved),
@@ -81,3 +114,4 @@ export class CallbridgeExporter implements SpanExporter {
     return this.#batcher.stats();
   }
 }
+

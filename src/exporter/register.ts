@@ -26,7 +26,7 @@ import {
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { InvalidOptionError } from '../errors.js';
 import type { ExporterOptions } from '../options.js';
-import { CallbridgeExporter } from './exporter.js';
+import { CallbridgeExporter, flushBeforeExit } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
 export interface RegisterOptions extends ExporterOptions {
@@ -98,7 +98,7 @@ export function register(options: RegisterOptions = {}): Tracing {
     }
   };
 
-  const exitFlush = flushOnExit ? createExitFlush(processor, forceFlush) : undefined;
+  const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush)) : undefined;
   exitFlush?.install();
 
   let shuttingDown: Promise<void> | undefined;
@@ -189,8 +189,9 @@ class CountedProcessor implements CountingProcessor {
  * The `beforeExit` hook. `beforeExit` fires whenever the event loop runs dry; the flush's own
  * requests keep the process alive until they finish, after which it fires again. It flushes only
  * when spans ended since the last flush began, so the second firing is a no-op and the process
- * exits (a hook that always flushed could keep an idle process looping). Timers stay the
- * batcher's, unref'd: this hook never keeps a process alive by itself.
+ * exits (a hook that always flushed could keep an idle process looping). The flush holds the
+ * process for at most `shutdownTimeoutMs` (a batch in a long backoff is then dropped as `shutdown`,
+ * counted, see `flushBeforeExit`); otherwise this hook never keeps a process alive by itself.
  */
 function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>) {
   let flushing = false;

@@ -30,8 +30,15 @@ function capturingLogger(): DiagLogger {
   return { error: push('error'), warn: push('warn'), info: push('info'), debug: push('debug'), verbose: push('verbose') };
 }
 
+/**
+ * Timers, clocks and Date are faked; `setImmediate` stays real. The batcher starts every send from a
+ * `setImmediate` (never inside `add()`), and a faked immediate scheduled during a tick fires a fake
+ * millisecond later, which would shift every timing asserted below.
+ */
+const FAKED = ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'] as const;
+
 beforeEach(() => {
-  vi.useFakeTimers();
+  vi.useFakeTimers({ toFake: [...FAKED] });
   logged = [];
   diag.setLogger(capturingLogger(), DiagLogLevel.ALL);
 });
@@ -53,8 +60,17 @@ function addRecords(target: Batcher<TestRecord>, from: number, count: number, pa
   for (let index = from; index < from + count; index += 1) target.add(record(index, payload));
 }
 
-/** Let queued microtasks and due timers run. */
-const settle = (ms = 0) => vi.advanceTimersByTimeAsync(ms);
+/** A few turns of the real event loop: enough for a scheduled send to take its batch and post. */
+async function turnEventLoop(): Promise<void> {
+  for (let turn = 0; turn < 5; turn += 1) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+/** Let due timers (after `ms` of fake time), queued immediates and microtasks run. */
+async function settle(ms = 0): Promise<void> {
+  await turnEventLoop();
+  await vi.advanceTimersByTimeAsync(ms);
+  await turnEventLoop();
+}
 
 describe('batching by count, bytes and interval (SPEC §4.2)', () => {
   it('sends a full batch at once and the rest after flushIntervalMs', async () => {
@@ -107,7 +123,92 @@ describe('batching by count, bytes and interval (SPEC §4.2)', () => {
   });
 });
 
+describe('nothing heavy inside add() (SPEC §4.2, §6 stall target)', () => {
+  it('neither maps, stringifies nor posts inside add(), even when add() fills batches', async () => {
+    const { transport, codec, batcher } = setup({ maxBatchItems: 10 });
+    addRecords(batcher, 0, 25);
+    // Five batches are full, but add() only queued them: the work starts in a later macrotask.
+    expect(codec.mapped).toBe(0);
+    expect(transport.posted).toHaveLength(0);
+    expect(batcher.stats()).toMatchObject({ queued: 25, inFlight: 0 });
+    await settle();
+    expect(codec.mapped).toBe(25);
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([5, 5, 5, 5, 5]);
+    // The reply (one entry per item) is never used: the transport is told not to parse it.
+    expect(transport.posted.every((request) => request.options?.discardBody === true)).toBe(true);
+  });
+
+  it('nor inside forceFlush()', async () => {
+    const { transport, codec, batcher } = setup({ flushIntervalMs: 60_000 });
+    addRecords(batcher, 0, 3);
+    const flushed = batcher.forceFlush();
+    expect(codec.mapped).toBe(0);
+    expect(transport.posted).toHaveLength(0);
+    await flushed;
+    expect(transport.posted).toHaveLength(1);
+  });
+
+  it('builds a big batch in time slices, yielding to the event loop between them', async () => {
+    vi.useRealTimers();
+    // Each record costs at least MAPPING_MS to map, so a slice (0.4 ms of work) holds at most 5.
+    const MAPPING_MS = 0.1;
+    let turns = 0;
+    let ticking = true;
+    const tick = (): void => {
+      turns += 1;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const turnOfEachRecord: number[] = [];
+    const codec = countingCodec();
+    const mapSlowly = codec.toUpsertItems.bind(codec);
+    codec.toUpsertItems = (item) => {
+      turnOfEachRecord.push(turns);
+      const until = performance.now() + MAPPING_MS;
+      while (performance.now() < until) {
+        // busy: a span whose mapping takes a while
+      }
+      return mapSlowly(item);
+    };
+    const transport = new FakeTransport();
+    batcher = createBatcher(batcherOptions(transport, codec, { maxBatchItems: 200 }));
+    addRecords(batcher, 0, 100);
+    await batcher.forceFlush();
+    ticking = false;
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([100]);
+    const perTurn = new Map<number, number>();
+    for (const turn of turnOfEachRecord) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+    expect(perTurn.size).toBeGreaterThanOrEqual(20);
+    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(5);
+  });
+});
+
 describe('bounded memory (SPEC §4.3)', () => {
+  it('keeps no reference to a span once it is delivered or dropped', async () => {
+    vi.useRealTimers();
+    const { setFlagsFromString } = await import('node:v8');
+    const { runInNewContext } = await import('node:vm');
+    setFlagsFromString('--expose-gc');
+    const collect = runInNewContext('gc') as () => void;
+    const { batcher } = setup({ maxBatchItems: 20 }, (request) =>
+      request.ids.includes(record(7).id) ? { kind: 'reject', status: 400, reason: 'bad span' } : OK,
+    );
+    // Made in a function of their own, so no local of this (suspended) test function holds one.
+    const addWatched = (): Array<WeakRef<object>> =>
+      Array.from({ length: 40 }, (_, index) => {
+        const item = record(index, 'p'.repeat(1000));
+        batcher.add(item);
+        return new WeakRef(item);
+      });
+    const refs = addWatched();
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 39, dropped: { rejected: 1 }, queued: 0, inFlight: 0 });
+    // WeakRef targets stay alive until the current job ends.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    collect();
+    expect(refs.map((ref, index) => (ref.deref() === undefined ? -1 : index)).filter((index) => index >= 0)).toEqual([]);
+  });
+
   it('keeps queued plus in-flight bytes under maxQueueBytes and counts queue_full', async () => {
     const gate = deferred<SendOutcome>();
     const { transport, batcher } = setup({ maxQueueBytes: 50_000, maxBatchItems: 20, concurrency: 1 }, () => gate.promise);
@@ -221,6 +322,24 @@ describe('413 (SPEC §4.6)', () => {
     );
   });
 
+  it('bounds a split batch and all its halves by one maxRetryMs deadline', async () => {
+    // The whole batch is too large; each half is refused with 503 for ever.
+    const { batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 5000 }, (request) =>
+      request.ids.length > 1 ? { kind: 'split', status: 413, reason: 'Request too large' } : UNAVAILABLE,
+    );
+    addRecords(batcher, 0, 2);
+    let flushed = false;
+    const flush = batcher.forceFlush().then(() => {
+      flushed = true;
+    });
+    // random() = 0.5: the first half retries at 250, 750, 1750, 3750 ms and gives up (the next
+    // delay would pass 5000 ms); the second half starts then, on the same clock.
+    await settle(5000);
+    expect(flushed).toBe(true);
+    await flush;
+    expect(batcher.stats()).toMatchObject({ delivered: 0, inFlight: 0, dropped: { retries_exhausted: 2 } });
+  });
+
   it('cuts the largest strings of a single span still too large and sends it once more', async () => {
     const { transport, batcher } = setup({}, tooLargeOver(20_000));
     batcher.add(record(1, 'z'.repeat(60_000)));
@@ -332,15 +451,41 @@ describe('forceFlush and shutdown (SPEC §4.11)', () => {
     batcher.add(record(99));
     await settle(100);
     expect(flushed).toBe(false);
-    expect(batcher.stats()).toMatchObject({ inFlight: 4, delivered: 0 });
+    // The late span is not part of the flush: it waits for its own interval (or a later flush).
+    expect(batcher.stats()).toMatchObject({ inFlight: 3, queued: 1, delivered: 0 });
     await settle(2000);
     await flush;
     expect(flushed).toBe(true);
-    expect(batcher.stats()).toMatchObject({ delivered: 3, inFlight: 1, retried: 2 });
+    expect(batcher.stats()).toMatchObject({ delivered: 3, queued: 1, retried: 2 });
+    const second = batcher.forceFlush();
+    await settle();
+    expect(batcher.stats()).toMatchObject({ delivered: 3, inFlight: 1, queued: 0 });
     hanging.resolve(OK);
-    await batcher.forceFlush();
+    await second;
     expect(batcher.stats()).toMatchObject({ delivered: 4, inFlight: 0 });
     expect(transport.posted).toHaveLength(4);
+  });
+
+  it('batches spans added while a flush waits on a slow batch, instead of sending each alone', async () => {
+    const hanging = deferred<SendOutcome>();
+    const { transport, batcher } = setup({ flushIntervalMs: 1000 }, (_request, index) =>
+      index === 0 ? hanging.promise : OK,
+    );
+    batcher.add(record(0));
+    const flush = batcher.forceFlush();
+    await settle();
+    expect(transport.posted).toHaveLength(1);
+    for (let index = 1; index <= 200; index += 1) {
+      batcher.add(record(index));
+      await settle();
+    }
+    expect(transport.posted).toHaveLength(1);
+    expect(batcher.stats()).toMatchObject({ queued: 200, inFlight: 1 });
+    await settle(1000);
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([1, 200]);
+    hanging.resolve(OK);
+    await flush;
+    expect(batcher.stats()).toMatchObject({ delivered: 201, queued: 0, inFlight: 0, batchesSent: 2 });
   });
 
   it('forceFlush with nothing held resolves at once', async () => {

@@ -2,7 +2,7 @@
  * A scripted in-memory Transport for the batcher's scheduling tests (used with fake timers, where
  * real sockets would not advance). Behaviour tests use real HTTP instead (see `fault-proxy.ts`).
  */
-import type { SendOutcome, Transport } from '../../src/client/transport.js';
+import type { PostOptions, SendOutcome, Transport } from '../../src/client/transport.js';
 import type { RecordCodec } from '../../src/batcher/index.js';
 import { resolveDelivery, type DeliveryOptions } from '../../src/options.js';
 import type { BatcherOptions } from '../../src/batcher/index.js';
@@ -11,6 +11,7 @@ export interface Posted {
   readonly path: string;
   readonly body: string;
   readonly ids: string[];
+  readonly options: PostOptions | undefined;
 }
 
 export type Script = (request: Posted, index: number) => SendOutcome | Promise<SendOutcome>;
@@ -32,9 +33,9 @@ export class FakeTransport implements Transport {
     this.#script = script;
   }
 
-  async post(path: string, body: string | Uint8Array): Promise<SendOutcome> {
+  async post(path: string, body: string | Uint8Array, options?: PostOptions): Promise<SendOutcome> {
     const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
-    const request: Posted = { path, body: text, ids: idsOf(text) };
+    const request: Posted = { path, body: text, ids: idsOf(text), options };
     this.posted.push(request);
     this.outstanding += 1;
     this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);

@@ -5,6 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -158,5 +160,47 @@ console.log('done');
     expect(calls).toHaveLength(50);
     expect(calls.every((call) => call.op_name === 'work' && call.ended_at !== null)).toBe(true);
     expect(new Set(calls.map((call) => (call.inputs as { n: number }).n)).size).toBe(50);
+  });
+
+  it('counts a span stuck in a long backoff as dropped (shutdown) after shutdownTimeoutMs, and exits', async () => {
+    expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
+    // A service that is down for a while: every request gets 503 and a minute's Retry-After.
+    let requests = 0;
+    const unavailable = createServer((request, response) => {
+      requests += 1;
+      request.resume();
+      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
+    });
+    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`;
+    const script = join(dir, 'stuck.mjs');
+    await writeFile(
+      script,
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/stuck', username: 'dev', password: 'pw', shutdownTimeoutMs: 1500 });
+trace(function hello(x) { return x + 1; })(1);
+process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
+`,
+    );
+    try {
+      const child = spawn(process.execPath, [script], {
+        env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: url },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      // Killed if it has not exited long after shutdownTimeoutMs (it would hang for the Retry-After).
+      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      clearTimeout(killer);
+      expect(code).toBe(0);
+      const stats = JSON.parse(output.trim().split('\n').at(-1)!) as Record<string, unknown>;
+      expect(stats).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { shutdown: 1 } });
+      expect(requests).toBe(1);
+    } finally {
+      await new Promise((resolve) => unavailable.close(resolve));
+    }
   });
 });
