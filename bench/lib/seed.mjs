@@ -1,0 +1,96 @@
+/**
+ * Filling the server's SQLite file with many rows for the read-latency scenario, straight into the
+ * database (the HTTP path would take hours for a million calls).
+ *
+ * To follow whatever schema the server has, nothing here names a column list: each table is
+ * filled by cloning template rows the server itself wrote (through its HTTP API, so with its own
+ * mapping, digests and JSON encoding), changing only the key columns that must differ per row.
+ * `SELECT *` gives the current columns; a renamed key column fails loudly by name.
+ */
+import Database from 'better-sqlite3';
+
+const BATCH = 50_000;
+
+const hex = (n, width) => n.toString(16).padStart(width, '0');
+/** A canonical lowercase UUID (version 7 layout) made from a counter. */
+const counterUuid = (n) => `0190a000-0000-7000-8000-${hex(n, 12)}`;
+
+export function openSeedDb(dbPath) {
+  const db = new Database(dbPath);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = OFF');
+  db.pragma('busy_timeout = 10000');
+  return db;
+}
+
+function requireColumns(db, table, names) {
+  const columns = new Set(db.prepare(`PRAGMA table_info(${table})`).all().map((c) => c.name));
+  for (const name of names) {
+    if (!columns.has(name)) throw new Error(`seed: table ${table} has no column ${name}; update bench/lib/seed.mjs`);
+  }
+  return [...columns];
+}
+
+/** Insert `count` rows made by `makeRow(i)` into `table`, `BATCH` per transaction. */
+function insertMany(db, table, columns, count, makeRow) {
+  const insert = db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`);
+  const chunk = db.transaction((from, to) => {
+    for (let i = from; i < to; i++) insert.run(makeRow(i));
+  });
+  for (let from = 0; from < count; from += BATCH) chunk(from, Math.min(count, from + BATCH));
+}
+
+/**
+ * Bring project `projectId` to `total` calls by cloning the calls of `templateProject` (written by
+ * the exporter through the server). Returns the ids of the new calls (a sample to read).
+ */
+export function seedCalls(db, { templateProject, projectId, total, sampleEvery = 997 }) {
+  const columns = requireColumns(db, 'calls', ['project_id', 'id', 'trace_id', 'parent_id']);
+  const templates = db.prepare('SELECT * FROM calls WHERE project_id = ? LIMIT 10000').all(templateProject);
+  if (templates.length === 0) throw new Error(`seed: no template calls in ${templateProject}`);
+  const sample = [];
+  insertMany(db, 'calls', columns, total, (i) => {
+    const template = templates[i % templates.length];
+    const traceNo = Math.floor(i / 10);
+    const rootId = hex(traceNo * 10 + 1, 16);
+    const id = hex(i + 1, 16);
+    if (i % sampleEvery === 0) sample.push(id);
+    return {
+      ...template,
+      project_id: projectId,
+      id,
+      trace_id: hex(traceNo + 1, 32),
+      parent_id: id === rootId ? null : rootId,
+    };
+  });
+  return sample;
+}
+
+/** `count` objects cloned from the template object (same value, so the same digest). */
+export function seedObjects(db, { projectId, templateObjectId, count }) {
+  const columns = requireColumns(db, 'objects', ['project_id', 'object_id', 'digest']);
+  const template = db.prepare('SELECT * FROM objects WHERE project_id = ? AND object_id = ?').get(projectId, templateObjectId);
+  if (template === undefined) throw new Error(`seed: template object ${templateObjectId} not found`);
+  insertMany(db, 'objects', columns, count, (i) => ({ ...template, object_id: `bench-obj-${i}` }));
+  return { digest: template.digest, objectId: (i) => `bench-obj-${i}` };
+}
+
+/**
+ * `count` feedback records cloned from the template, with payloads `{note, score, model, ...}`;
+ * `payload.note` takes `distinctNotes` values, so a filter on one note matches count/distinctNotes.
+ */
+export function seedFeedback(db, { projectId, templateId, count, distinctNotes = 1000 }) {
+  const columns = requireColumns(db, 'feedback', ['project_id', 'id', 'payload']);
+  const template = db.prepare('SELECT * FROM feedback WHERE project_id = ? AND id = ?').get(projectId, templateId);
+  if (template === undefined) throw new Error(`seed: template feedback ${templateId} not found`);
+  insertMany(db, 'feedback', columns, count, (i) => ({
+    ...template,
+    id: counterUuid(i + 1),
+    payload: JSON.stringify({
+      note: `note-${i % distinctNotes}`,
+      score: i % 10,
+      output: { model: i % 2 === 0 ? 'gpt-4o-mini' : 'claude-3-5-haiku', passed: i % 3 === 0 },
+      comment: 'Looks right; the answer cites the tidal formula and stays under the length limit.',
+    }),
+  }));
+}
