@@ -23,14 +23,29 @@ import { hasDist, importCallbridge, snapshotDist } from './lib/dist.mjs';
 
 const ALL = ['throughput', 'cpu', 'stall', 'rss', 'trace', 'server'];
 
-const { values: flags, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    quick: { type: 'boolean', default: false },
-    reps: { type: 'string' },
-    'full-parse': { type: 'boolean', default: false },
-  },
-});
+const USAGE = `usage: node bench/run.mjs [${ALL.join('] [')}] [--quick] [--reps N] [--full-parse]
+  no scenario named runs them all; --quick is a small smoke run, not the SPEC figures`;
+
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: {
+      quick: { type: 'boolean', default: false },
+      reps: { type: 'string' },
+      'full-parse': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (error) {
+  console.error(`${error.message}\n${USAGE}`);
+  process.exit(2);
+}
+const { values: flags, positionals } = parsed;
+if (flags.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 for (const name of positionals) {
   if (!ALL.includes(name)) {
     console.error(`unknown scenario "${name}"; choose from ${ALL.join(', ')}`);
