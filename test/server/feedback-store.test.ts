@@ -149,6 +149,26 @@ describe('feedback store', () => {
       expect(() => query({ $nope: [] })).toThrow(ValidationError);
     });
 
+    it('matches a payload path against a string literal exactly, whatever the stored JSON type', () => {
+      create({ id: 'd', payload: { note: 10, tag: 'x"\\\u{1F600}\n' } });
+      create({ id: 'e', payload: { note: { first: true }, tag: null } });
+      create({ id: 'f', payload: { note: 'first' } }, 'dev');
+      const query = (expr: unknown) => ids(feedback.query({ project_id: PROJECT, query: { $expr: expr } }));
+      const note = { $getField: 'payload.note' };
+      expect(query({ $eq: [note, { $literal: 'first' }] })).toEqual(['a', 'f']);
+      expect(query({ $eq: [{ $literal: 'first' }, note] })).toEqual(['a', 'f']);
+      // A text a number or an object renders as still matches it, as text (SPEC §2.4).
+      expect(query({ $eq: [note, { $literal: '10' }] })).toEqual(['d']);
+      expect(query({ $eq: [note, { $literal: '{"first":true}' }] })).toEqual(['e']);
+      expect(query({ $eq: [{ $getField: 'payload.tag' }, { $literal: 'x"\\\u{1F600}\n' }] })).toEqual(['d']);
+      expect(query({ $not: [{ $eq: [note, { $literal: 'first' }] }] })).toEqual(['b', 'c', 'd', 'e']);
+      expect(query({ $in: [note, [{ $literal: 'second' }, { $literal: 'first' }]] })).toEqual(['a', 'b', 'f']);
+      expect(query({ $in: [note, [{ $literal: 'second' }, { $literal: '10' }]] })).toEqual(['b', 'd']);
+      // The record of the same note in another project stays out.
+      create({ id: 'y', project_id: 'acme/other', weave_ref: 'weave:///acme/other/call/y', payload: { note: 'first' } });
+      expect(query({ $eq: [note, { $literal: 'first' }] })).toEqual(['a', 'f']);
+    });
+
     it('sorts on record fields and payload paths, then pages', () => {
       const sorted = (sort_by: Array<{ field: string; direction: 'asc' | 'desc' }>, extra = {}) =>
         ids(feedback.query({ project_id: PROJECT, sort_by, ...extra }));
