@@ -31,9 +31,13 @@ function requireColumns(db, table, names) {
   return [...columns];
 }
 
-/** Insert `count` rows made by `makeRow(i)` into `table`, `BATCH` per transaction. */
-function insertMany(db, table, columns, count, makeRow) {
-  const insert = db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`);
+/**
+ * Insert `count` rows made by `makeRow(i)` into `table`, `BATCH` per transaction. `encode` names an
+ * SQL function a column's value goes through (`{ payload: 'jsonb' }`), to store it as the server does.
+ */
+function insertMany(db, table, columns, count, makeRow, encode = {}) {
+  const values = columns.map((c) => (encode[c] ? `${encode[c]}(@${c})` : `@${c}`));
+  const insert = db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')})`);
   const chunk = db.transaction((from, to) => {
     for (let i = from; i < to; i++) insert.run(makeRow(i));
   });
@@ -83,6 +87,9 @@ export function seedFeedback(db, { projectId, templateId, count, distinctNotes =
   const columns = requireColumns(db, 'feedback', ['project_id', 'id', 'payload']);
   const template = db.prepare('SELECT * FROM feedback WHERE project_id = ? AND id = ?').get(projectId, templateId);
   if (template === undefined) throw new Error(`seed: template feedback ${templateId} not found`);
+  // The server stores payloads as JSONB (a blob): clones written as JSON text would make every
+  // filtered query parse 100 k texts, which no server-written database does.
+  const encode = Buffer.isBuffer(template.payload) ? { payload: 'jsonb' } : {};
   insertMany(db, 'feedback', columns, count, (i) => ({
     ...template,
     id: counterUuid(i + 1),
@@ -92,5 +99,5 @@ export function seedFeedback(db, { projectId, templateId, count, distinctNotes =
       output: { model: i % 2 === 0 ? 'gpt-4o-mini' : 'claude-3-5-haiku', passed: i % 3 === 0 },
       comment: 'Looks right; the answer cites the tidal formula and stays under the length limit.',
     }),
-  }));
+  }), encode);
 }
