@@ -5,7 +5,7 @@
  */
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { RecordCodec } from '../batcher/index.js';
-import { toCompletedCall, toUpsertItems } from '../mapping/index.js';
+import { toCompletedCall, toUpsertItemTexts, toUpsertItems } from '../mapping/index.js';
 
 /**
  * What a span's two items cost besides its attribute values: ids, timestamps, the item envelopes
@@ -23,6 +23,8 @@ export function createSpanCodec(projectId: string): RecordCodec<ReadableSpan> {
   return {
     estimateBytes: estimateSpanBytes,
     toUpsertItems: (span) => toUpsertItems(span, projectId),
+    // The same text as stringifying toUpsertItems, with the provider's resource written once.
+    toUpsertTexts: (span) => toUpsertItemTexts(span, projectId),
     toCompletedCall: (span) => toCompletedCall(span, projectId),
   };
 }

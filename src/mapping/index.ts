@@ -1,6 +1,7 @@
 /** Span -> call mapping (SPEC §3), shared by the exporter and the server's OTLP ingest. */
 export { toCallParts, toUpsertItems, toCompletedCall, MAPPING_ERROR_ATTRIBUTE } from './to-call.js';
 export type { CallParts } from './to-call.js';
+export { toUpsertItemTexts } from './call-json.js';
 export { fromReadableSpan, isReadableSpan, kindFromOtlp, statusCodeName } from './span-input.js';
 export type {
   HrTime,
