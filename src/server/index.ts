@@ -4,7 +4,8 @@
  */
 import { buildApp } from './app.js';
 import type { ServerUser } from './context.js';
-import { openDatabase, optimizeDatabase } from './store/db.js';
+import { closeDatabase, openDatabase, optimizeDatabase } from './store/db.js';
+import { startWalCheckpoints } from './store/wal-checkpoints.js';
 
 export type { ServerUser } from './context.js';
 
@@ -107,17 +108,20 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     if (db.open) optimizeDatabase(db);
   }, OPTIMIZE_INTERVAL_MS);
   optimizer.unref();
+  const stopCheckpoints = startWalCheckpoints(db);
 
   let closing: Promise<void> | null = null;
   return {
     url: `http://${urlHost}:${boundPort}`,
     close() {
       clearInterval(optimizer);
-      closing ??= app.close().finally(() => {
+      closing ??= app.close().finally(async () => {
+        // The worker's connection first, so the closing checkpoint has the WAL to itself.
+        await stopCheckpoints();
         // After the last request: better-sqlite3 calls are synchronous, so none is mid-flight.
         if (db.open) {
           optimizeDatabase(db);
-          db.close();
+          closeDatabase(db);
         }
       });
       return closing;

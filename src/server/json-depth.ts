@@ -29,3 +29,49 @@ export function assertJsonDepth(value: unknown, what: string): void {
     }
   }
 }
+
+/**
+ * Text shorter than this cannot hold a container at depth MAX_JSON_DEPTH: that takes
+ * MAX_JSON_DEPTH + 1 nested containers of at least two characters each.
+ */
+const SHORTEST_TOO_DEEP_TEXT = 2 * (MAX_JSON_DEPTH + 1);
+
+/**
+ * `JSON.stringify(value)`, or null when the value is nested deeper than MAX_JSON_DEPTH (the
+ * caller turns that into its 400). The same rule as `assertJsonDepth` at about the cost of the
+ * stringify alone: most values are too short to be that deep, so only long texts are walked, and
+ * the walk (recursive, but stopping at MAX_JSON_DEPTH) allocates nothing. A value so deep that
+ * `JSON.stringify` overflows the stack is too deep by definition.
+ *
+ * @example
+ * const text = stringifyWithinDepth(body.inputs);
+ * if (text === null) throw new BadRequestError('inputs is nested too deeply');
+ */
+export function stringifyWithinDepth(value: unknown): string | null {
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    if (error instanceof RangeError && reachesMaxDepth(value, 0)) return null;
+    throw error;
+  }
+  if (text.length >= SHORTEST_TOO_DEEP_TEXT && reachesMaxDepth(value, 0)) return null;
+  return text;
+}
+
+/** Whether `value` (sitting at `depth`) is or holds a container at depth MAX_JSON_DEPTH. */
+function reachesMaxDepth(value: unknown, depth: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (depth >= MAX_JSON_DEPTH) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      if (reachesMaxDepth(value[i], depth + 1)) return true;
+    }
+    return false;
+  }
+  const record = value as Record<string, unknown>;
+  for (const key in record) {
+    if (reachesMaxDepth(record[key], depth + 1)) return true;
+  }
+  return false;
+}

@@ -31,13 +31,9 @@ export function parseTimestamp(value: string): Instant | null {
   const hour = Number(h);
   const minute = Number(mi);
   const second = Number(s);
-  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
-  const date = new Date(0);
-  // setUTCFullYear, not Date.UTC: Date.UTC maps years 0-99 to 1900-1999.
-  date.setUTCFullYear(year, month - 1, day);
-  date.setUTCHours(hour, minute, second, 0);
-  if (date.getUTCDate() !== day) return null; // 31 April, 29 February of a common year
-  let micros = date.getTime() * 1000 + Number(fraction.slice(0, 6).padEnd(6, '0'));
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return null;
+  if (day > daysInMonth(year, month)) return null; // 31 April, 29 February of a common year
+  let micros = utcMillis(year, month, day, hour, minute, second) * 1000 + Number(fraction.slice(0, 6).padEnd(6, '0'));
   if (sign !== undefined) {
     const offsetHours = Number(offH);
     const offsetMinutes = Number(offM);
@@ -46,7 +42,42 @@ export function parseTimestamp(value: string): Instant | null {
     micros += sign === '+' ? -offset : offset;
   }
   if (micros < MIN_MICROS || micros >= END_MICROS) return null;
-  return { text: formatMicros(micros), micros };
+  // Clients (our exporter among them) mostly send the canonical form already: keep the text.
+  // Only where `micros` is exact (years ~1685-2255): past 2^53 the text formatMicros gives is
+  // rounded, and an instant must get the same text whichever way it was written.
+  const keepText = isCanonical(value, fraction, sign) && Number.isSafeInteger(micros);
+  return { text: keepText ? value : formatMicros(micros), micros };
+}
+
+/** `YYYY-MM-DDTHH:MM:SS.ffffffZ` exactly (the regex has checked the digits' places). */
+function isCanonical(value: string, fraction: string, sign: string | undefined): boolean {
+  return (
+    value.length === 27 &&
+    fraction.length === 6 &&
+    sign === undefined &&
+    value.charCodeAt(10) === 84 && // 'T'
+    value.charCodeAt(19) === 46 && // '.'
+    value.charCodeAt(26) === 90 // 'Z'
+  );
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+function daysInMonth(year: number, month: number): number {
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return month === 2 && leap ? 29 : (DAYS_IN_MONTH[month - 1] as number);
+}
+
+/**
+ * Milliseconds since the epoch of a valid UTC date and time. Date.UTC (no Date object: this runs
+ * twice per call written) except for years 0-99, which Date.UTC would read as 1900-1999.
+ */
+function utcMillis(year: number, month: number, day: number, hour: number, minute: number, second: number): number {
+  if (year >= 100) return Date.UTC(year, month - 1, day, hour, minute, second);
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, second, 0);
+  return date.getTime();
 }
 
 /** First microsecond of year 1 and of year 10000 (UTC): canonical text has four year digits. */

@@ -159,6 +159,16 @@ describe('errors', () => {
     expect(response.status).toBe(200);
   });
 
+  it('accepts a body that starts with a UTF-8 byte order mark, and keeps one inside strings', async () => {
+    const id = '00000000000000b2';
+    const start = { project_id: 'acme/bom', id, trace_id: '0'.repeat(31) + '1', op_name: '\ufeffop', started_at: '2026-01-02T03:04:05Z', attributes: {}, inputs: {} };
+    const bytes = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ batch: [{ mode: 'start', req: { start } }] }))]);
+    const response = await raw('/call/upsert_batch', { headers: { 'content-type': 'application/json' }, body: bytes });
+    expect(response.status).toBe(200);
+    const read = await post(server.url, '/call/read', { project_id: 'acme/bom', id });
+    expect(read.body.call.op_name).toBe('\ufeffop');
+  });
+
   it.each(['{', '{"project_id": }', "{'a': 1}", '[1,2', '{"a":1}x', '\u0000'])('answers 400 for malformed JSON %j', async (text) => {
     const response = await post(server.url, '/call/read', text);
     expect(response.status).toBe(400);

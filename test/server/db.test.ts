@@ -23,6 +23,10 @@ describe('openDatabase', () => {
       expect(db.pragma('synchronous', { simple: true })).toBe(1);
       expect(db.pragma('busy_timeout', { simple: true })).toBeGreaterThan(0);
       expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
+      // Checkpoints belong to the server's worker; SQLite's own only as a distant backstop.
+      expect(db.pragma('wal_autocheckpoint', { simple: true })).toBeGreaterThanOrEqual(16384);
+      expect(db.pragma('journal_size_limit', { simple: true })).toBeGreaterThan(0);
+      expect(db.pragma('cache_size', { simple: true })).toBeLessThanOrEqual(-65536);
       expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
       expect(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'calls'").get()).toBeDefined();
     } finally {

@@ -53,6 +53,29 @@ describe('parseTimestamp', () => {
   });
 });
 
+describe('parseTimestamp on canonical text (kept as sent)', () => {
+  it('gives an instant the same text however it is written, in every year', () => {
+    for (const [canonical, other] of [
+      ['2026-11-21T12:10:09.539000Z', '2026-11-21T13:10:09.539+01:00'],
+      ['2024-02-29T23:59:59.999999Z', '2024-02-29 23:59:59.9999991'],
+      ['0050-06-22T12:26:51.281838Z', '0050-06-22T12:26:51.281838+00:00'],
+      ['2300-01-01T00:00:00.000007Z', '2300-01-01T00:00:00.000007'],
+      ['9000-06-30T23:59:59.999999Z', '9000-06-30t23:59:59.999999z'],
+    ] as const) {
+      expect(parseTimestamp(canonical), canonical).toEqual(parseTimestamp(other));
+      expect(parseTimestamp(canonical)!.text).toBe(formatMicros(parseTimestamp(canonical)!.micros));
+    }
+  });
+
+  it('still refuses days that do not exist', () => {
+    expect(parseTimestamp('2023-02-29T00:00:00.000000Z')).toBeNull();
+    expect(parseTimestamp('2100-02-29T00:00:00.000000Z')).toBeNull();
+    expect(parseTimestamp('2026-04-31T00:00:00.000000Z')).toBeNull();
+    expect(parseTimestamp('2000-02-29T00:00:00.000000Z')!.text).toBe('2000-02-29T00:00:00.000000Z');
+    expect(parseTimestamp('0004-02-29T00:00:00.000000Z')).not.toBeNull();
+  });
+});
+
 describe('formatMicros', () => {
   it('writes fixed-width UTC text with microseconds, also before 1970', () => {
     expect(formatMicros(0)).toBe('1970-01-01T00:00:00.000000Z');

@@ -74,13 +74,13 @@ export const callsRoutes: RouteModule = (app, ctx) => {
       if (projectId !== undefined) authorize(projectId);
     }
     if (batch.length > 0) rejectInCompleteMode(ctx);
-    const parts: CallPart[] = [];
-    const res: Array<CallStartRes | Record<string, never>> = [];
-    batch.forEach((item, index) => {
-      const part = toPart(item, index, authorize);
-      parts.push(part);
-      res.push(part.kind === 'start' ? { id: part.row[1], trace_id: part.row[4] } : {});
-    });
+    const parts: CallPart[] = new Array(batch.length);
+    const res: Array<CallStartRes | Record<string, never>> = new Array(batch.length);
+    for (let index = 0; index < batch.length; index++) {
+      const part = toPart(batch[index] as UpsertItemInput, index, authorize);
+      parts[index] = part;
+      res[index] = part.kind === 'start' ? { id: part.row[1], trace_id: part.row[4] } : {};
+    }
     store.writeParts(parts);
     return { res };
   });
@@ -153,12 +153,11 @@ export const callsRoutes: RouteModule = (app, ctx) => {
 /** One batch item as a checked part. A mode other than start/end, or one that disagrees with its req, is a 400. */
 function toPart(item: UpsertItemInput, index: number, authorize: (projectId: string) => string): CallPart {
   const { start, end } = item.req;
-  const loc = ['body', 'batch', index, 'req'];
   if (item.mode === 'start' && start !== undefined && end === undefined) {
-    return { kind: 'start', row: toStartRow(start, authorize(start.project_id), [...loc, 'start']) };
+    return { kind: 'start', row: toStartRow(start, authorize(start.project_id), ['body', 'batch', index, 'req', 'start']) };
   }
   if (item.mode === 'end' && end !== undefined && start === undefined) {
-    return { kind: 'end', row: toEndRow(end, authorize(end.project_id), [...loc, 'end']) };
+    return { kind: 'end', row: toEndRow(end, authorize(end.project_id), ['body', 'batch', index, 'req', 'end']) };
   }
   if (item.mode !== 'start' && item.mode !== 'end') {
     throw new BadRequestError(`batch[${index}].mode ${quote(item.mode)} is not "start" or "end"`);

@@ -6,7 +6,7 @@
 import { computeCosts } from '../costs.js';
 import { BadRequestError, ValidationError } from '../errors.js';
 import { uuidv7 } from '../ids.js';
-import { assertJsonDepth } from '../json-depth.js';
+import { stringifyWithinDepth } from '../json-depth.js';
 import { quote } from '../quote.js';
 import { parseTimestamp, type Instant } from '../timestamps.js';
 import {
@@ -19,6 +19,7 @@ import {
   type EndedCall,
   type StartedCall,
 } from '../../wire/calls.js';
+import { MAX_JSON_DEPTH } from '../../wire/digest.js';
 
 /** Where in the request body a part sits, as a 422 `loc` (`['body', 'batch', 3, 'req', 'start']`). */
 export type Loc = ReadonlyArray<string | number>;
@@ -72,10 +73,10 @@ export function toStartRow(start: StartedCall, username: string, loc: Loc): Star
   checkId(traceId, isTraceId, 'trace_id', loc);
   const parentId = start.parent_id ?? null;
   if (parentId !== null) checkId(parentId, isCallId, 'parent_id', loc);
-  const started = parseTimestampAt(start.started_at, [...loc, 'started_at']);
-  const attributes = toJsonText(start.attributes, [...loc, 'attributes']);
-  const inputs = toJsonText(start.inputs, [...loc, 'inputs']);
-  const otelDump = start.otel_dump == null ? null : toJsonText(start.otel_dump, [...loc, 'otel_dump']);
+  const started = parseTimestampAt(start.started_at, loc, 'started_at');
+  const attributes = toJsonText(start.attributes, loc, 'attributes');
+  const inputs = toJsonText(start.inputs, loc, 'inputs');
+  const otelDump = start.otel_dump == null ? null : toJsonText(start.otel_dump, loc, 'otel_dump');
   return [
     start.project_id,
     id,
@@ -100,9 +101,9 @@ export function toStartRow(start: StartedCall, username: string, loc: Loc): Star
 /** Check an end part and turn it into a row. A `weave` key in `summary` is dropped: it is derived. */
 export function toEndRow(end: EndedCall | CompletedCall, username: string, loc: Loc): EndRow {
   checkId(end.id, isCallId, 'id', loc);
-  const ended = parseTimestampAt(end.ended_at, [...loc, 'ended_at']);
-  const output = end.output === undefined || end.output === null ? null : toJsonText(end.output, [...loc, 'output']);
-  const summary = toJsonText(withoutDerived(end.summary ?? {}), [...loc, 'summary']);
+  const ended = parseTimestampAt(end.ended_at, loc, 'ended_at');
+  const output = end.output === undefined || end.output === null ? null : toJsonText(end.output, loc, 'output');
+  const summary = toJsonText(withoutDerived(end.summary ?? {}), loc, 'summary');
   return [
     end.project_id,
     end.id,
@@ -149,14 +150,17 @@ export function checkNameLength(value: string, field: string, max: number, loc: 
   }
 }
 
-/** A string that is not an ISO 8601 time is a schema error (pydantic's datetime parsing). */
-export function parseTimestampAt(value: string, loc: Loc): Instant {
+/**
+ * A string that is not an ISO 8601 time is a schema error (pydantic's datetime parsing) at
+ * `[...loc, field]` (built only then: this runs twice per call of every batch).
+ */
+export function parseTimestampAt(value: string, loc: Loc, field: string): Instant {
   const instant = parseTimestamp(value);
   if (instant === null) {
     throw new ValidationError([
       {
         type: 'datetime_from_date_parsing',
-        loc,
+        loc: [...loc, field],
         msg: 'Input should be a valid datetime (ISO 8601, years 0001-9999)',
         input: value.length > 100 ? `${value.slice(0, 100)}…` : value,
       },
@@ -166,13 +170,18 @@ export function parseTimestampAt(value: string, loc: Loc): Instant {
 }
 
 /**
- * JSON text of a value parsed from the request. A value nested deeper than MAX_JSON_DEPTH is the
- * client's 400: SQLite's JSON functions cannot read a document nested past 1000 levels, and every
- * query of the project reads `summary` (the derived status) and may read the other JSON columns.
+ * JSON text of a value parsed from the request (`field` of the part at `loc`). A value nested
+ * deeper than MAX_JSON_DEPTH is the client's 400: SQLite's JSON functions cannot read a document
+ * nested past 1000 levels, and every query of the project reads `summary` (the derived status)
+ * and may read the other JSON columns. Re-stringifying is unavoidable (the body was parsed), and
+ * the depth check rides on it rather than walking every value a second time.
  */
-export function toJsonText(value: unknown, loc: Loc): string {
-  assertJsonDepth(value, `Value at ${describeLoc(loc)}`);
-  return JSON.stringify(value);
+export function toJsonText(value: unknown, loc: Loc, field: string): string {
+  const text = stringifyWithinDepth(value);
+  if (text === null) {
+    throw new BadRequestError(`Value at ${describeLoc([...loc, field])} is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  return text;
 }
 
 /** `['body', 'batch', 3, 'req', 'start']` -> `batch[3].req.start`. */

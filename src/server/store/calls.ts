@@ -94,6 +94,24 @@ INSERT INTO calls (${END_COLUMNS.join(', ')})
 VALUES (${END_COLUMNS.map(() => '?').join(', ')})
 ON CONFLICT (project_id, id) DO UPDATE SET ${assignments(END_COLUMNS)}, wb_user_id = coalesce(calls.wb_user_id, excluded.wb_user_id)`;
 
+/** End columns that follow the start's in a whole-call row (the key and wb_user_id come from the start). */
+const END_ONLY_COLUMNS = END_COLUMNS.filter((c) => c !== 'project_id' && c !== 'id' && c !== 'wb_user_id');
+
+// A start and an end of the same call in one request: one row write with the effect of the start
+// upsert followed by the end upsert (the start's writer owns wb_user_id either way).
+const UPSERT_WHOLE_SQL = `
+INSERT INTO calls (${START_COLUMNS.join(', ')}, ${END_ONLY_COLUMNS.join(', ')}, has_start)
+VALUES (${[...START_COLUMNS, ...END_ONLY_COLUMNS].map(() => '?').join(', ')}, 1)
+ON CONFLICT (project_id, id) DO UPDATE SET ${assignments(START_COLUMNS)}, ${assignments(END_ONLY_COLUMNS)},
+  has_start = 1, wb_user_id = excluded.wb_user_id`;
+
+/** Where the end-only values sit in an EndRow (after project_id and id, before wb_user_id). */
+const END_ONLY_FROM = 2;
+const END_WRITER = 9;
+// Fails to compile if END_COLUMNS (and so EndRow) moves wb_user_id away from END_WRITER.
+const END_WRITER_COLUMN: (typeof END_COLUMNS)[typeof END_WRITER] = 'wb_user_id';
+void END_WRITER_COLUMN;
+
 /** What every read selects, named as `CallRow` expects. */
 const CALL_COLUMNS_SQL = `c.id, c.project_id, c.op_name, c.display_name, c.trace_id, c.parent_id,
   c.thread_id, c.turn_id, c.started_at, c.ended_at, c.attributes, c.inputs, c.output, c.summary,
@@ -163,10 +181,12 @@ export function createCallsStore(db: Database.Database): CallsStore {
   const queries = new StatementCache(db);
   const readers = createReaderPool(db);
 
+  const upsertWhole = db.prepare(UPSERT_WHOLE_SQL);
   const writeParts = db.transaction((parts: readonly CallPart[]) => {
-    for (const part of parts) {
-      if (part.kind === 'start') upsertStart.run(part.row);
-      else upsertEnd.run(part.row);
+    for (const { start, end } of mergeByCall(parts)) {
+      if (start === undefined) upsertEnd.run(end as EndRow);
+      else if (end === undefined) upsertStart.run(start);
+      else upsertWhole.run(wholeRow(start, end));
     }
   });
 
@@ -224,6 +244,67 @@ export function createCallsStore(db: Database.Database): CallsStore {
       readers.close();
     },
   };
+}
+
+/** The parts of one call a request writes: the last start and the last end it carries. */
+interface CallWrite {
+  start: StartRow | undefined;
+  end: EndRow | undefined;
+}
+
+/**
+ * The parts of a request grouped by call, in the order each call first appears. Writing each
+ * call's last start and last end once has the same effect as writing every part in order: a start
+ * replaces only start columns, an end only end columns, so an earlier part of the same kind is
+ * overwritten and parts of different kinds commute; the rows are created in the same order; and
+ * `wb_user_id` ends as the last start's writer, or (ends only) stays the first end's.
+ * The exporter sends a span's start and end together, so this halves the rows written (measured:
+ * one upsert per call instead of two).
+ */
+function mergeByCall(parts: readonly CallPart[]): Iterable<CallWrite> {
+  if (parts.length === 1) {
+    const only = parts[0] as CallPart;
+    return [only.kind === 'start' ? { start: only.row, end: undefined } : { start: undefined, end: only.row }];
+  }
+  // Keyed by project, then id: an id is unique only within its project.
+  const byProject = new Map<string, Map<string, CallWrite>>();
+  const writes: CallWrite[] = [];
+  for (const part of parts) {
+    const [projectId, id] = part.row;
+    let calls = byProject.get(projectId);
+    if (calls === undefined) {
+      calls = new Map();
+      byProject.set(projectId, calls);
+    }
+    let write = calls.get(id);
+    if (write === undefined) {
+      write = { start: undefined, end: undefined };
+      calls.set(id, write);
+      writes.push(write);
+    }
+    if (part.kind === 'start') write.start = part.row;
+    else write.end = write.end === undefined ? part.row : laterEnd(write.end, part.row);
+  }
+  return writes;
+}
+
+/**
+ * A second end of the same call: its columns replace the first's, but an end never replaces
+ * `wb_user_id` (only a start does), so a row they create keeps the first end's writer.
+ */
+function laterEnd(first: EndRow, later: EndRow): EndRow {
+  const writer = first[END_WRITER];
+  if (later[END_WRITER] === writer) return later;
+  const row: EndRow = [...later];
+  row[END_WRITER] = writer;
+  return row;
+}
+
+/** Parameters of UPSERT_WHOLE_SQL: the start row, then the end's own columns. */
+function wholeRow(start: StartRow, end: EndRow): unknown[] {
+  const row: unknown[] = start.slice();
+  for (let i = END_ONLY_FROM; i < END_WRITER; i++) row.push(end[i]);
+  return row;
 }
 
 /**

@@ -35,7 +35,31 @@ function configure(db: Database.Database): void {
   // Another process (a second server, a sqlite3 shell) may hold the write lock for a moment.
   db.pragma('busy_timeout = 5000');
   db.pragma('foreign_keys = ON');
+  // The server checkpoints from a worker thread (wal-checkpoints.ts), not inside the commit that
+  // crosses SQLite's default threshold (1000 pages: a checkpoint with its fsyncs every few
+  // 1000-item batches, 12.5 ms against 3.5 ms per commit, measured). This backstop only fires
+  // when nothing else checkpoints (tools, tests) or the WAL outgrows what the worker keeps up with.
+  db.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
+  // Once a checkpoint lets the WAL restart, a file that grew past this (a long read held the
+  // checkpoints back) shrinks back. As large as the WAL grows under sustained ingest before the
+  // checkpointer restarts it: cutting it to 64 MiB at every restart and growing it again cost
+  // ~3 % of ingest throughput (measured). A clean close removes the file.
+  db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+  // The default 2 MiB cache holds little of the four call indexes, whose random keys (span and
+  // trace ids) touch a different leaf for nearly every insert; misses become reads of the WAL or
+  // the file. 64 MiB is a budget, not an allocation: pages are taken as they are used.
+  db.pragma(`cache_size = ${-CACHE_KIB}`);
 }
+
+/**
+ * Pages the WAL may hold before a commit checkpoints on its own (4 KiB pages: 512 MiB): above
+ * the length at which the server's checkpointer completes its checkpoints (256 MiB).
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 131072;
+/** Size the WAL file is cut back to when it restarts (wal-checkpoints.ts restarts it at 256 MiB). */
+const WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024;
+/** Page cache of the writing connection, in KiB. */
+const CACHE_KIB = 64 * 1024;
 
 /**
  * Planner statistics. Without them SQLite cannot tell `calls_by_trace` (a handful of rows per
@@ -61,6 +85,25 @@ const ANALYSIS_LIMIT_ROWS = 1000;
 export function optimizeDatabase(db: Database.Database): void {
   db.pragma('optimize');
 }
+
+/**
+ * Close the database, first moving the whole WAL into the main file and truncating it, so the
+ * file left behind is complete on its own (copies, backups) and the next open replays nothing.
+ * When a reader still streaming holds the WAL the checkpoint stops short (no error), and the
+ * last connection to close checkpoints instead.
+ */
+export function closeDatabase(db: Database.Database): void {
+  if (!db.open) return;
+  if (!db.memory) {
+    // TRUNCATE waits (busy_timeout) for readers to leave the WAL: wait a moment, not 5 s.
+    db.pragma(`busy_timeout = ${CLOSE_CHECKPOINT_WAIT_MS}`);
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+  db.close();
+}
+
+/** How long the closing checkpoint waits for a reader still in the WAL. */
+const CLOSE_CHECKPOINT_WAIT_MS = 200;
 
 /**
  * Apply every migration past the database's `user_version`, each with its version bump in one

@@ -1,0 +1,107 @@
+/**
+ * WAL checkpoints from the worker thread (store/wal-checkpoints.ts) and the closing checkpoint
+ * (store/db.ts): pages reach the database file without the writer checkpointing, the WAL
+ * restarts instead of growing, and a closed database is whole without its WAL.
+ */
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { closeDatabase, openDatabase } from '../../src/server/store/db.js';
+import { startWalCheckpoints } from '../../src/server/store/wal-checkpoints.js';
+
+let dir: string;
+let path: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'callbridge-wal-'));
+  path = join(dir, 'wal.db');
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Rows large enough that each fills most of a page. */
+function writeRows(db: Database.Database, from: number, count: number): void {
+  db.exec('CREATE TABLE IF NOT EXISTS filler (n INTEGER PRIMARY KEY, text TEXT)');
+  const insert = db.prepare('INSERT INTO filler (n, text) VALUES (?, ?)');
+  db.transaction(() => {
+    for (let n = from; n < from + count; n++) insert.run(n, 'x'.repeat(3000));
+  })();
+}
+
+const walFrames = (db: Database.Database): number => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]?.log ?? 0;
+
+describe('startWalCheckpoints', () => {
+  it('copies committed pages into the database file from its worker, and the WAL then restarts', async () => {
+    const db = openDatabase(path);
+    const stop = startWalCheckpoints(db, { intervalMs: 20, startAtWalBytes: 0 });
+    try {
+      writeRows(db, 0, 500);
+      const pages = db.pragma('page_count', { simple: true }) as number;
+      const pageSize = db.pragma('page_size', { simple: true }) as number;
+      // The writer never checkpointed (the backstop is far away): the file grows only by the worker.
+      await vi.waitFor(() => expect(statSync(path).size).toBe(pages * pageSize), { timeout: 10_000, interval: 20 });
+      // Fully copied, so the next transaction starts the WAL over instead of appending.
+      writeRows(db, 500, 1);
+      expect(walFrames(db)).toBeLessThan(10);
+    } finally {
+      await stop();
+      closeDatabase(db);
+    }
+  });
+
+  it('does not start its worker while the WAL is small', async () => {
+    const db = openDatabase(path);
+    const stop = startWalCheckpoints(db, { intervalMs: 10, startAtWalBytes: 64 * 1024 * 1024 });
+    try {
+      writeRows(db, 0, 200);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(walFrames(db)).toBeGreaterThan(200); // nothing copied it, so it never restarted
+    } finally {
+      await stop();
+      closeDatabase(db);
+    }
+  });
+
+  it('stops: the worker closes its connection before the returned promise resolves', async () => {
+    const db = openDatabase(path);
+    const stop = startWalCheckpoints(db, { intervalMs: 10, startAtWalBytes: 0 });
+    writeRows(db, 0, 50);
+    await vi.waitFor(() => expect(statSync(path).size).toBeGreaterThan(50 * 3000), { timeout: 10_000, interval: 10 });
+    await stop();
+    await stop(); // idempotent
+    // With no other connection left, closing deletes the WAL: only possible if the worker's is gone.
+    db.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+  });
+
+  it('does nothing for an in-memory database', async () => {
+    const db = openDatabase(':memory:');
+    const stop = startWalCheckpoints(db, { intervalMs: 10, startAtWalBytes: 0 });
+    await stop();
+    db.close();
+  });
+});
+
+describe('closeDatabase', () => {
+  it('leaves a database file that is complete without its WAL', () => {
+    const db = openDatabase(path);
+    writeRows(db, 0, 100);
+    const reader = new Database(path, { readonly: true });
+    expect(reader.prepare('SELECT count(*) AS n FROM filler').get()).toEqual({ n: 100 });
+    // A reader still open keeps the WAL file, but the checkpoint has emptied it.
+    closeDatabase(db);
+    expect(statSync(`${path}-wal`).size).toBe(0);
+    reader.close();
+    const reopened = new Database(path, { readonly: true });
+    expect(reopened.prepare('SELECT count(*) AS n FROM filler').get()).toEqual({ n: 100 });
+    reopened.close();
+  });
+
+  it('is a no-op on a closed database', () => {
+    const db = openDatabase(path);
+    db.close();
+    expect(() => closeDatabase(db)).not.toThrow();
+  });
+});
