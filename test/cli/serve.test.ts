@@ -3,12 +3,13 @@
  * The tests drive the build, not the sources: run `npm run build` first (`npm test` does). When
  * `dist/cli/main.js` is missing, the first test builds it with tsup rather than skipping.
  */
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { killSpawned, listeningUrl, spawnNode, type NodeProcess } from '../helpers/node-process.js';
 import { post } from '../helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -16,7 +17,6 @@ const CLI = join(ROOT, 'dist/cli/main.js');
 const LISTENING = /^callbridge listening on (http:\/\/127\.0\.0\.1:(\d+))\n$/;
 
 let dir: string;
-const children: ChildProcessWithoutNullStreams[] = [];
 
 beforeAll(async () => {
   if (!existsSync(CLI)) {
@@ -27,46 +27,19 @@ beforeAll(async () => {
   }
   dir = await mkdtemp(join(tmpdir(), 'callbridge-cli-'));
 }, 120_000);
-afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+afterEach(killSpawned);
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Cli {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly url: string;
-  stdout(): string;
-  stderr(): string;
-  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function run(args: string[], env: Record<string, string> = {}): Cli {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, CALLBRIDGE_USERS: '', ...env } });
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-    child.on('exit', (code, signal) => done({ code, signal })),
-  );
-  return { child, url: '', stdout: () => stdout, stderr: () => stderr, exited: () => exit };
+function run(args: string[], env: Record<string, string> = {}): NodeProcess {
+  return spawnNode([CLI, ...args], env);
 }
 
 /** Start `serve` and wait for the one line that says it accepts requests. */
-async function serve(args: string[], env: Record<string, string> = {}): Promise<Cli> {
+async function serve(args: string[], env: Record<string, string> = {}): Promise<NodeProcess & { url: string }> {
   const cli = run(['serve', '--port', '0', ...args], env);
-  const url = await new Promise<string>((done, fail) => {
-    const check = (): void => {
-      const match = LISTENING.exec(cli.stdout());
-      if (match !== null) done(match[1] as string);
-    };
-    cli.child.stdout.on('data', check);
-    void cli.exited().then(({ code }) => fail(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
-  });
-  return { ...cli, url };
+  return { ...cli, url: await listeningUrl(cli, LISTENING) };
 }
 
 const dev = { username: 'dev', password: 'pw' };

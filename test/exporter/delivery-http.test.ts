@@ -12,6 +12,7 @@ import type { ExporterOptions } from '../../src/options.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { readAllCalls, startFaultProxy, type FaultAction, type FaultProxy, type ProxiedRequest } from './fault-proxy.js';
 import { emitSpans, providerFor } from './spans.js';
+import { flushAll, testExporter } from './test-exporter.js';
 
 const PROJECT = 'acme/delivery';
 let server: TestServer;
@@ -35,29 +36,12 @@ afterEach(async () => {
 });
 
 function exporterFor(url: string, options: ExporterOptions = {}): CallbridgeExporter {
-  return new CallbridgeExporter({
-    baseUrl: url,
-    projectId: PROJECT,
-    username: server.username,
-    password: server.password,
-    requestTimeoutMs: 500,
-    maxRetryMs: 20_000,
-    ...options,
-  });
+  return testExporter(server, PROJECT, url, { maxRetryMs: 20_000, ...options });
 }
 
 async function proxied(script: (request: ProxiedRequest) => FaultAction, early413OverBytes?: number): Promise<FaultProxy> {
   proxy = await startFaultProxy({ upstream: server.url, script, early413OverBytes });
   return proxy;
-}
-
-/**
- * BatchSpanProcessor.forceFlush hands its spans to export() but does not call the exporter's
- * forceFlush, and our export() answers before delivery: flush both, as register() does.
- */
-async function flushAll(provider: { forceFlush(): Promise<void> }, exporter: CallbridgeExporter): Promise<void> {
-  await provider.forceFlush();
-  await exporter.forceFlush();
 }
 
 async function storedIds(): Promise<string[]> {

@@ -8,12 +8,14 @@
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CallbridgeExporter } from '../../src/exporter/index.js';
+import type { Attributes } from '@opentelemetry/api';
+import type { CallbridgeExporter } from '../../src/exporter/index.js';
 import { DROP_REASONS, type DropReason } from '../../src/batcher/stats.js';
 import type { ExporterOptions } from '../../src/options.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { readAllCalls, startFaultProxy, type FaultProxy, type FaultProxyOptions } from '../exporter/fault-proxy.js';
 import { emitSpans, providerFor, type EmittedSpan } from '../exporter/spans.js';
+import { flushAll, testExporter } from '../exporter/test-exporter.js';
 import { rowsPerCallId, watchHostProcess } from './support.js';
 
 const PROJECT = 'acme/reliability';
@@ -40,24 +42,7 @@ async function faultProxy(script: FaultProxyOptions['script'], extra: Partial<Fa
 }
 
 function exporterFor(url: string, options: ExporterOptions = {}): CallbridgeExporter {
-  return new CallbridgeExporter({
-    baseUrl: url,
-    projectId: PROJECT,
-    username: server.username,
-    password: server.password,
-    requestTimeoutMs: 500,
-    maxRetryMs: 30_000,
-    maxBatchItems: 100,
-    concurrency: 2,
-    flushIntervalMs: 50,
-    ...options,
-  });
-}
-
-/** The SDK processor hands its buffer to export(); the exporter then delivers in the background. */
-async function flushAll(provider: { forceFlush(): Promise<void> }, exporter: CallbridgeExporter): Promise<void> {
-  await provider.forceFlush();
-  await exporter.forceFlush();
+  return testExporter(server, PROJECT, url, { maxRetryMs: 30_000, maxBatchItems: 100, concurrency: 2, flushIntervalMs: 50, ...options });
 }
 
 /** Resolve once `condition` holds, checking every 20 ms (bounded by the test's timeout). */
@@ -93,6 +78,29 @@ async function expectAccounted(
   return readBack;
 }
 
+interface FaultRun {
+  readonly exporter: CallbridgeExporter;
+  readonly emitted: EmittedSpan[];
+  readonly stored: Set<string>;
+}
+
+/**
+ * The run every fault shares: `count` spans through an exporter on the fault proxy, both flushes,
+ * the accounting of {@link expectAccounted} (with `drops` expected), then the provider shut down.
+ */
+async function deliverThroughProxy(
+  count: number,
+  run: { exporter?: ExporterOptions; attributes?: (index: number) => Attributes; drops?: Partial<Record<DropReason, number>> } = {},
+): Promise<FaultRun> {
+  const exporter = exporterFor(proxy!.url, run.exporter);
+  const provider = providerFor(exporter);
+  const emitted = emitSpans(provider, count, run.attributes);
+  await flushAll(provider, exporter);
+  const stored = await expectAccounted(exporter, emitted, run.drops);
+  await provider.shutdown();
+  return { exporter, emitted, stored };
+}
+
 describe('exporter under faults: every span stored once or counted', () => {
   it('waits out refused connections (nothing listening) and delivers everything when the port opens', async () => {
     const { url } = await faultProxy(() => ({ kind: 'proxy' }));
@@ -116,26 +124,16 @@ describe('exporter under faults: every span stored once or counted', () => {
       () => (afterCommit++ < 3 ? { kind: 'reset-after-commit' } : { kind: 'proxy' }),
       { resetMidBody: () => midBody++ < 3 },
     );
-    const exporter = exporterFor(proxy!.url);
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 300, (index) => ({ 'input.value': `padding ${index} `.repeat(40) }));
-    await flushAll(provider, exporter);
-    expect(proxy!.midBodyResets).toBe(3);
     // Three batches were stored by the server and then retried: rewritten, not duplicated.
-    await expectAccounted(exporter, emitted);
+    const { exporter } = await deliverThroughProxy(300, { attributes: (index) => ({ 'input.value': `padding ${index} `.repeat(40) }) });
+    expect(proxy!.midBodyResets).toBe(3);
     expect(exporter.stats().retried).toBeGreaterThanOrEqual(6);
-    await provider.shutdown();
   });
 
   it('rides out a run of 503s', async () => {
     await faultProxy((request) => (request.index < 6 ? { kind: 'status', status: 503, body: { reason: 'maintenance' } } : { kind: 'proxy' }));
-    const exporter = exporterFor(proxy!.url);
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 250);
-    await flushAll(provider, exporter);
-    await expectAccounted(exporter, emitted);
+    const { exporter } = await deliverThroughProxy(250);
     expect(exporter.stats().retried).toBeGreaterThanOrEqual(6);
-    await provider.shutdown();
   });
 
   it('obeys 429 with Retry-After in seconds and as an HTTP date', async () => {
@@ -144,24 +142,14 @@ describe('exporter under faults: every span stored once or counted', () => {
       const value = retryAfter[request.index];
       return value === undefined ? { kind: 'proxy' } : { kind: 'status', status: 429, headers: { 'retry-after': value } };
     });
-    const exporter = exporterFor(proxy!.url);
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 200);
-    await flushAll(provider, exporter);
-    await expectAccounted(exporter, emitted);
+    const { exporter } = await deliverThroughProxy(200);
     expect(exporter.stats().retried).toBeGreaterThanOrEqual(3);
-    await provider.shutdown();
   });
 
   it('retries answers slower than the timeout (stored by the server meanwhile) without duplicating', async () => {
     await faultProxy((request) => (request.index < 3 ? { kind: 'slow', delayMs: 1500 } : { kind: 'proxy' }));
-    const exporter = exporterFor(proxy!.url, { requestTimeoutMs: 400 });
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 200);
-    await flushAll(provider, exporter);
-    await expectAccounted(exporter, emitted);
+    const { exporter } = await deliverThroughProxy(200, { exporter: { requestTimeoutMs: 400 } });
     expect(exporter.stats().retried).toBeGreaterThanOrEqual(3);
-    await provider.shutdown();
   });
 
   it('splits on 413 above a size, cuts an oversized span, drops a hopeless one as too_large', async () => {
@@ -169,19 +157,17 @@ describe('exporter under faults: every span stored once or counted', () => {
     await faultProxy((request) =>
       request.body.length > LIMIT ? { kind: 'status', status: 413, body: { reason: 'Request too large' } } : { kind: 'proxy' },
     );
-    const exporter = exporterFor(proxy!.url);
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 200, (index) => {
-      if (index === 20) return { 'input.value': 'c'.repeat(50_000) }; // ~100 KB as items: fits once cut to a quarter
-      if (index === 120) return { 'input.value': 'h'.repeat(3_000_000) };
-      return { 'input.value': `question ${index} `.repeat(30) };
+    const { emitted, stored } = await deliverThroughProxy(200, {
+      attributes: (index) => {
+        if (index === 20) return { 'input.value': 'c'.repeat(50_000) }; // ~100 KB as items: fits once cut to a quarter
+        if (index === 120) return { 'input.value': 'h'.repeat(3_000_000) };
+        return { 'input.value': `question ${index} `.repeat(30) };
+      },
+      drops: { too_large: 1 },
     });
-    await flushAll(provider, exporter);
-    const stored = await expectAccounted(exporter, emitted, { too_large: 1 });
     expect(stored.has(emitted[20]!.spanId)).toBe(true);
     expect(stored.has(emitted[120]!.spanId)).toBe(false);
     expect(proxy!.requests.some((request) => request.body.length > LIMIT)).toBe(true); // the fault did fire
-    await provider.shutdown();
   });
 
   it('isolates the poisoned items of a batch (400 and 422), delivering the rest', async () => {
@@ -192,15 +178,11 @@ describe('exporter under faults: every span stored once or counted', () => {
       }
       return { kind: 'proxy' };
     });
-    const exporter = exporterFor(proxy!.url);
-    const provider = providerFor(exporter);
-    const emitted = emitSpans(provider, 200, (index) =>
-      index === 17 ? { note: 'POISON-400' } : index === 163 ? { note: 'POISON-422' } : {},
-    );
-    await flushAll(provider, exporter);
-    const stored = await expectAccounted(exporter, emitted, { rejected: 2 });
+    const { emitted, stored } = await deliverThroughProxy(200, {
+      attributes: (index) => (index === 17 ? { note: 'POISON-400' } : index === 163 ? { note: 'POISON-422' } : {}),
+      drops: { rejected: 2 },
+    });
     expect(stored.has(emitted[17]!.spanId) || stored.has(emitted[163]!.spanId)).toBe(false);
-    await provider.shutdown();
   });
 });
 

@@ -5,12 +5,12 @@
  * same file. Then: every acknowledged batch is there whole, no batch is half-written (a batch is
  * one transaction), no call has a start without its end, and `PRAGMA integrity_check` says ok.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { killSpawned, listeningUrl, spawnNode, type NodeProcess } from '../helpers/node-process.js';
 import { integrityCheck, openReadOnly, postScanned } from './support.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -22,7 +22,6 @@ const CALLS_PER_BATCH = 50;
 const dev = { username: 'dev', password: 'pw' };
 
 let dir: string;
-const children: ChildProcessWithoutNullStreams[] = [];
 
 beforeAll(async () => {
   for (const built of [CLI, join(ROOT, 'dist/index.js')]) {
@@ -30,46 +29,19 @@ beforeAll(async () => {
   }
   dir = await mkdtemp(join(tmpdir(), 'callbridge-crash-'));
 });
-afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+afterEach(killSpawned);
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-interface Child {
-  readonly child: ChildProcessWithoutNullStreams;
-  output(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function start(args: string[]): Child {
-  const child = spawn(process.execPath, args, { env: { ...process.env, CALLBRIDGE_USERS: '' } });
-  children.push(child);
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) =>
-    child.on('exit', (code, signal) => done({ code, signal })),
-  );
-  return { child, output: () => output, exited };
-}
-
 /** `callbridge serve` on `dbPath`; resolves with its URL once it prints that it listens. */
-async function serve(dbPath: string): Promise<Child & { url: string }> {
-  const server = start([CLI, 'serve', '--port', '0', '--db', dbPath, '--user', 'dev:pw']);
-  const url = await new Promise<string>((done, fail) => {
-    server.child.stdout.on('data', () => {
-      const match = /callbridge listening on (http:\/\/\S+)\n/.exec(server.output());
-      if (match !== null) done(match[1] as string);
-    });
-    void server.exited.then(() => fail(new Error(`serve exited before listening: ${server.output()}`)));
-  });
-  return { ...server, url };
+async function serve(dbPath: string): Promise<NodeProcess & { url: string }> {
+  const server = spawnNode([CLI, 'serve', '--port', '0', '--db', dbPath, '--user', 'dev:pw']);
+  return { ...server, url: await listeningUrl(server, /callbridge listening on (http:\/\/\S+)\n/) };
 }
 
 /** Batches a writer reported as `kind` (`send` or `ack`). */
-function reported(writer: Child, kind: 'send' | 'ack'): number[] {
+function reported(writer: NodeProcess, kind: 'send' | 'ack'): number[] {
   return [...writer.output().matchAll(new RegExp(`^${kind} (\\d+)$`, 'gm'))].map((match) => Number(match[1]));
 }
 
@@ -81,7 +53,7 @@ describe('SIGKILL of the server mid-ingest from several writer processes', () =>
     const dbPath = join(dir, 'crash.db');
     const first = await serve(dbPath);
     const writers = Array.from({ length: WRITERS }, (_, index) =>
-      start([WRITER, first.url, String(index), String(CALLS_PER_BATCH), '100000']),
+      spawnNode([WRITER, first.url, String(index), String(CALLS_PER_BATCH), '100000']),
     );
 
     // Let every writer get some batches acknowledged, then kill the server while they keep sending.
@@ -94,8 +66,8 @@ describe('SIGKILL of the server mid-ingest from several writer processes', () =>
       }, 10);
     });
     first.child.kill('SIGKILL');
-    expect((await first.exited).signal).toBe('SIGKILL');
-    for (const writer of writers) expect(await writer.exited).toEqual({ code: 0, signal: null });
+    expect((await first.exited()).signal).toBe('SIGKILL');
+    for (const writer of writers) expect(await writer.exited()).toEqual({ code: 0, signal: null });
 
     const acked = new Set<string>();
     const sent = new Set<string>();
@@ -115,7 +87,7 @@ describe('SIGKILL of the server mid-ingest from several writer processes', () =>
     }, dev);
     expect(extra.status).toBe(200);
     second.child.kill('SIGTERM');
-    expect((await second.exited).code).toBe(0);
+    expect((await second.exited()).code).toBe(0);
 
     expect(integrityCheck(dbPath)).toEqual(['ok']);
     const db = openReadOnly(dbPath);
