@@ -90,7 +90,20 @@ export interface ExporterOptions extends ConnectionOptions, DeliveryOptions {
    * @default env `CALLBRIDGE_PROJECT` (required one way or the other)
    */
   readonly projectId?: string;
+  /**
+   * Where spans are mapped, serialised and sent. `'worker'`: a worker thread of the exporter's
+   * own, so the application's event loop only copies each ended span once (about 1.5 µs) and
+   * never waits on JSON or sockets; costs some CPU for the copy and a few MB for the thread.
+   * `'main'`: on the application's thread, in 0.25 ms slices (least total CPU). `'auto'`:
+   * `'worker'` when the machine has two or more cores and the worker script is present (a
+   * bundler may leave `export-worker.js` behind), else `'main'`.
+   * @default 'auto'
+   */
+  readonly deliveryThread?: DeliveryThread;
 }
+
+/** Which thread delivers spans: see {@link ExporterOptions.deliveryThread}. */
+export type DeliveryThread = 'auto' | 'worker' | 'main';
 
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:6345';
 
@@ -122,6 +135,7 @@ export type ResolvedDelivery = Required<DeliveryOptions>;
 
 export interface ResolvedExporterOptions extends ResolvedConnection, ResolvedDelivery {
   readonly projectId: string;
+  readonly deliveryThread: DeliveryThread;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -191,7 +205,11 @@ export function resolveExporterOptions(options: ExporterOptions = {}, env: Env =
   if (projectId === undefined || !PROJECT_ID.test(projectId)) {
     throw new InvalidOptionError('projectId', 'an "entity/project" string (option or CALLBRIDGE_PROJECT)', projectId);
   }
-  return { ...resolveConnection(options, env), ...resolveDelivery(options), projectId };
+  const deliveryThread = options.deliveryThread ?? 'auto';
+  if (deliveryThread !== 'auto' && deliveryThread !== 'worker' && deliveryThread !== 'main') {
+    throw new InvalidOptionError('deliveryThread', "'auto', 'worker' or 'main'", deliveryThread);
+  }
+  return { ...resolveConnection(options, env), ...resolveDelivery(options), projectId, deliveryThread };
 }
 
 function firstSet(...values: Array<string | undefined>): string | undefined {

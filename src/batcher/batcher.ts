@@ -717,7 +717,7 @@ class TimeSlicer {
 }
 
 /** Resolve true when `promise` settles within `ms`, false otherwise; the timer is unref'ed. */
-function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+export function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
     timer.unref?.();

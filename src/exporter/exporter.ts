@@ -8,10 +8,14 @@ import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { diag } from '@opentelemetry/api';
+import { availableParallelism } from 'node:os';
 import { createBatcher, type Batcher, type DeliveryStats } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
-import { resolveExporterOptions, type ExporterOptions } from '../options.js';
+import { InvalidOptionError } from '../errors.js';
+import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
 import { createSpanCodec } from './span-codec.js';
+import { WorkerDelivery } from './worker-delivery.js';
+import { findWorkerScript } from './worker-script.js';
 
 /**
  * The flush `register()` runs on `beforeExit`: `flush()` (which ends by flushing `exporter`),
@@ -66,11 +70,7 @@ export class CallbridgeExporter implements SpanExporter {
   constructor(options: ExporterOptions = {}) {
     const resolved = resolveExporterOptions(options);
     this.#shutdownTimeoutMs = resolved.shutdownTimeoutMs;
-    this.#batcher = createBatcher({
-      ...resolved,
-      transport: createTransport(resolved),
-      codec: createSpanCodec(resolved.projectId),
-    });
+    this.#batcher = createDelivery(resolved);
   }
 
   /**
@@ -115,3 +115,26 @@ export class CallbridgeExporter implements SpanExporter {
   }
 }
 
+
+/**
+ * The batcher on the thread `deliveryThread` asks for (see its JSDoc in options.ts).
+ * @throws InvalidOptionError for `'worker'` when the worker script is not where it should be.
+ */
+function createDelivery(options: ResolvedExporterOptions): Batcher<ReadableSpan> {
+  const onMainThread = (): Batcher<ReadableSpan> =>
+    createBatcher({ ...options, transport: createTransport(options), codec: createSpanCodec(options.projectId) });
+  if (options.deliveryThread === 'main') return onMainThread();
+  const workerScript = findWorkerScript();
+  if (workerScript === undefined) {
+    if (options.deliveryThread === 'worker') {
+      throw new InvalidOptionError(
+        'deliveryThread',
+        "'main' or 'auto' here: export-worker.js is not beside callbridge's bundle (a bundler may have left it out)",
+        options.deliveryThread,
+      );
+    }
+    return onMainThread();
+  }
+  if (options.deliveryThread === 'auto' && availableParallelism() < 2) return onMainThread();
+  return new WorkerDelivery({ options, workerScript, createFallback: onMainThread });
+}

@@ -5,7 +5,21 @@
  */
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { RecordCodec } from '../batcher/index.js';
-import { toCompletedCall, toUpsertItemTexts, toUpsertItems } from '../mapping/index.js';
+import { toCompletedCall, toUpsertItemTexts, toUpsertItems, type SpanInput } from '../mapping/index.js';
+
+/** What the codec maps: an SDK span (main-thread delivery) or its copy (the delivery worker). */
+export type ExportedSpan = ReadableSpan | SpanInput;
+
+type Attributes = Readonly<Record<string, unknown>> | undefined;
+
+/** The fields the size guess reads, which a `ReadableSpan` and a `SpanInput` share. */
+interface SizedSpan {
+  readonly name: string;
+  readonly attributes: Attributes;
+  readonly events: readonly { readonly name: string; readonly attributes?: Attributes }[];
+  readonly links: readonly { readonly attributes?: Attributes }[];
+  readonly resource: { readonly attributes: Attributes };
+}
 
 /**
  * What a span's two items cost besides its attribute values: ids, timestamps, the item envelopes
@@ -15,11 +29,14 @@ import { toCompletedCall, toUpsertItemTexts, toUpsertItems } from '../mapping/in
 const SPAN_OVERHEAD_BYTES = 1024;
 /** JSON bytes of a number or boolean, at most (`-1.2345678901234567e+308`). */
 const SCALAR_BYTES = 24;
-/** Resource attributes are shared by every span of a provider: measure each resource once. */
+/**
+ * Resource attributes are shared by every span of a provider (and by every span of one message to
+ * the delivery worker, whose copy keeps that sharing): measure each attributes object once.
+ */
 const resourceBytesCache = new WeakMap<object, number>();
 
 /** The codec the exporter gives the batcher: spans of one project. */
-export function createSpanCodec(projectId: string): RecordCodec<ReadableSpan> {
+export function createSpanCodec(projectId: string): RecordCodec<ExportedSpan> {
   return {
     estimateBytes: estimateSpanBytes,
     toUpsertItems: (span) => toUpsertItems(span, projectId),
@@ -36,7 +53,7 @@ export function createSpanCodec(projectId: string): RecordCodec<ReadableSpan> {
  * what the string costs in the JS heap otherwise; the batcher replaces the guess with the exact
  * size when it serialises the span.
  */
-export function estimateSpanBytes(span: ReadableSpan): number {
+export function estimateSpanBytes(span: SizedSpan): number {
   let bytes = SPAN_OVERHEAD_BYTES + span.name.length * 2;
   bytes += 2 * attributesBytes(span.attributes);
   for (const event of span.events) bytes += 64 + event.name.length + attributesBytes(event.attributes);
@@ -45,15 +62,17 @@ export function estimateSpanBytes(span: ReadableSpan): number {
   return bytes;
 }
 
-function resourceBytes(resource: ReadableSpan['resource']): number {
-  const known = resourceBytesCache.get(resource);
+function resourceBytes(resource: SizedSpan['resource']): number {
+  const attributes = resource.attributes;
+  if (attributes === undefined) return 0;
+  const known = resourceBytesCache.get(attributes);
   if (known !== undefined) return known;
-  const bytes = attributesBytes(resource.attributes);
-  resourceBytesCache.set(resource, bytes);
+  const bytes = attributesBytes(attributes);
+  resourceBytesCache.set(attributes, bytes);
   return bytes;
 }
 
-function attributesBytes(attributes: Readonly<Record<string, unknown>> | undefined): number {
+function attributesBytes(attributes: Attributes): number {
   if (attributes === undefined) return 0;
   let bytes = 0;
   for (const key in attributes) bytes += key.length + 4 + valueBytes(attributes[key]);

@@ -63,6 +63,12 @@ export interface SpanInput {
     readonly droppedAttributesCount?: number | undefined;
   };
   readonly scope: { readonly name: string; readonly version?: string | undefined };
+  /**
+   * What went wrong while this input was read from a span, when that happened elsewhere (the
+   * exporter reads spans on the application's thread and maps them on its delivery worker):
+   * carried into `attributes._callbridge_mapping_error` like the mapping's own notes.
+   */
+  readonly readNotes?: readonly string[] | undefined;
 }
 
 // OTel JS numbers kinds from INTERNAL = 0; OTLP from UNSPECIFIED = 0 (see kindFromOtlp).
@@ -70,6 +76,11 @@ const JS_SPAN_KINDS: readonly SpanKindName[] = ['INTERNAL', 'SERVER', 'CLIENT', 
 // OTel JS and OTLP agree on status codes: UNSET = 0, OK = 1, ERROR = 2.
 const STATUS_CODES: readonly StatusCodeName[] = ['UNSET', 'OK', 'ERROR'];
 const EMPTY_LINKS: readonly SpanLinkInput[] = [];
+
+/** `otel_dump.kind` for an OTel JS `SpanKind` number (unknown values read as INTERNAL). */
+export function kindFromJs(kind: number): SpanKindName {
+  return JS_SPAN_KINDS[kind] ?? 'INTERNAL';
+}
 
 /** `otel_dump.kind` for an OTLP `Span.kind` number (UNSPECIFIED and unknown values read as INTERNAL). */
 export function kindFromOtlp(kind: number | undefined): SpanKindName {
@@ -102,7 +113,7 @@ export function fromReadableSpan(span: ReadableSpan): SpanInput {
     spanId: context.spanId,
     traceState: context.traceState?.serialize(),
     parentSpanId: span.parentSpanContext?.spanId,
-    kind: JS_SPAN_KINDS[span.kind] ?? 'INTERNAL',
+    kind: kindFromJs(span.kind),
     startTime: span.startTime,
     endTime: span.endTime,
     status: { code: statusCodeName(span.status.code), message: span.status.message },
@@ -143,7 +154,7 @@ export function salvageReadableSpan(span: ReadableSpan): SpanInput {
 }
 
 /** Links re-shaped: their ids live in a `SpanContext`, the neutral shape keeps them flat. */
-function linksOf(links: readonly Link[]): readonly SpanLinkInput[] {
+export function linksOf(links: readonly Link[]): readonly SpanLinkInput[] {
   if (links.length === 0) return EMPTY_LINKS;
   const converted = new Array<SpanLinkInput>(links.length);
   for (let i = 0; i < links.length; i++) {

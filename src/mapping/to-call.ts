@@ -152,7 +152,18 @@ export function toCompletedCall(span: SpanInput | ReadableSpan, projectId: strin
 }
 
 function asSpanInput(span: SpanInput | ReadableSpan, notes: string[]): SpanInput {
-  if (!isReadableSpan(span)) return span;
+  if (!isReadableSpan(span)) {
+    if (span.readNotes !== undefined) notes.push(...span.readNotes);
+    return span;
+  }
+  return readSpan(span, notes);
+}
+
+/**
+ * The neutral view of an SDK span; when its adapter throws, what can be salvaged, with the error
+ * in `notes` (SPEC §3: a span that cannot be read whole is still sent).
+ */
+export function readSpan(span: ReadableSpan, notes: string[]): SpanInput {
   try {
     return fromReadableSpan(span);
   } catch (error) {

@@ -9,6 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer } from '../helpers/server.js';
 import { cleanEnv, ensureBuilt, ROOT, runNode } from './node-process.js';
 
 /** Names SPEC §1 fixes, plus the error classes users catch. */
@@ -126,6 +127,36 @@ describe('import and require by name', () => {
     expect(esmServer.names).toContain('startServer');
     expect(cjsServer.names).toEqual(esmServer.names);
   });
+});
+
+describe('the exporter, as shipped', () => {
+  // `worker` also checks that export-worker.js / .cjs is found beside the bundle that starts it;
+  // `main` that the batcher's ESM-only dependency (p-queue) loads under require() too.
+  const cases = [
+    ['esm', 'worker'],
+    ['cjs', 'worker'],
+    ['cjs', 'main'],
+  ] as const;
+  for (const [system, thread] of cases) {
+    it(`${system}: delivers a span with deliveryThread '${thread}'`, async () => {
+      const server = await startTestServer();
+      try {
+        const load = system === 'esm' ? `const m = await import('callbridge');` : `const m = require('callbridge');`;
+        const script = `${load}
+          const tracing = m.register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/shipped-${system}',
+            username: 'dev', password: 'pw', global: false, deliveryThread: '${thread}' });
+          tracing.provider.getTracer('t').startSpan('shipped').end();
+          tracing.forceFlush().then(() => console.log(JSON.stringify(tracing.exporter.stats())));`;
+        const args = system === 'esm' ? ['--input-type=module', '-e', script] : ['-e', script];
+        const run = await runNode(args, { env: cleanEnv({ SERVER_URL: server.url }) });
+        expect(run.stderr).toBe('');
+        expect(run.code).toBe(0);
+        expect(JSON.parse(run.stdout)).toMatchObject({ delivered: 1, queued: 0 });
+      } finally {
+        await server.close();
+      }
+    });
+  }
 });
 
 describe('what importing an entry loads', () => {

@@ -1,0 +1,89 @@
+/**
+ * The delivery worker: the thread that maps, serialises and sends the spans the exporter copies
+ * to it (`deliveryThread: 'worker'`). It runs the same batcher, codec and transport as main-thread
+ * delivery, so every guarantee of SPEC §4 holds unchanged; this file only connects them to the
+ * message port of `worker-protocol.ts`.
+ *
+ * Built as its own entry (`dist/export-worker.js` / `.cjs`) and started by `WorkerDelivery`.
+ * No OpenTelemetry SDK runs here, so the worker's own HTTP requests are never traced; its `diag`
+ * lines are forwarded to the application's `diag` logger.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
+import { createBatcher, type DeliveryStats } from '../batcher/index.js';
+import { createTransport } from '../client/transport.js';
+import type { SpanInput } from '../mapping/index.js';
+import { createSpanCodec } from './span-codec.js';
+import { decodeSpan } from './span-transfer.js';
+import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker } from './worker-protocol.js';
+
+const port = parentPort;
+if (port === null) throw new Error('callbridge: export-worker must be started as a worker thread');
+
+const { options, statsIntervalMs } = workerData as DeliveryWorkerData;
+
+diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
+
+const batcher = createBatcher<SpanInput>({
+  ...options,
+  transport: createTransport(options),
+  codec: createSpanCodec(options.projectId),
+});
+
+let ackSeq = 0;
+let lastReported = '';
+
+port.on('message', (message: ToWorker) => {
+  switch (message.type) {
+    case 'spans':
+      for (const span of message.spans) batcher.add(decodeSpan(span));
+      ackSeq = message.seq;
+      report();
+      break;
+    case 'flush':
+      void batcher.forceFlush().then(() => answer(message.id));
+      break;
+    case 'shutdown':
+      void batcher.shutdown(message.timeoutMs).then(() => answer(message.id));
+      break;
+  }
+});
+
+// Deliveries and drops happen between messages: report them while they change. Unref'd, though
+// the worker as a whole is unref'd by the exporter anyway.
+setInterval(report, statsIntervalMs).unref();
+
+function report(): void {
+  const stats = batcher.stats();
+  const signature = statsSignature(stats);
+  if (signature === lastReported) return;
+  lastReported = signature;
+  post({ type: 'stats', ackSeq, stats });
+}
+
+function answer(id: number): void {
+  const stats = batcher.stats();
+  lastReported = statsSignature(stats);
+  post({ type: 'done', id, ackSeq, stats });
+}
+
+function post(message: FromWorker): void {
+  port!.postMessage(message);
+}
+
+function statsSignature(stats: DeliveryStats): string {
+  const d = stats.dropped;
+  return `${ackSeq} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+}
+
+function forwardingLogger(): DiagLogger {
+  const forward = (level: DiagLevel) => (message: string, ...args: unknown[]) =>
+    post({ type: 'diag', level, message: args.length === 0 ? message : `${message} ${args.map(String).join(' ')}` });
+  return {
+    error: forward('error'),
+    warn: forward('warn'),
+    info: forward('info'),
+    debug: forward('debug'),
+    verbose: forward('verbose'),
+  };
+}

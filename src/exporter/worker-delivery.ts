@@ -1,0 +1,363 @@
+/**
+ * Delivery on a worker thread (`deliveryThread: 'worker'`): the application's thread keeps only
+ * the admission check of SPEC §4.3 and one copy of each span (`span-transfer.ts`); mapping, JSON
+ * and HTTP run on the worker (`delivery-worker.ts`), on another core.
+ *
+ * How the guarantees of SPEC §4 carry over:
+ * - Bounded memory: `add()` admits a span only while the worker's held bytes (as last reported)
+ *   plus the bytes in transit stay under `maxQueueBytes`; the worker's own batcher enforces the
+ *   same bound again with exact sizes.
+ * - Nothing lost: a span stays ours until the worker acknowledges the message that carried it.
+ *   If the worker stops unexpectedly, the spans it had not acknowledged are delivered on this
+ *   thread instead (see `#fallBack`), and the ones it held are counted as `shutdown` drops.
+ * - No stall in `span.end()`: `add()` only measures and queues; the copy is made from
+ *   `setImmediate`, in slices of at most `SLICE_BUDGET_MS`.
+ * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
+ * - Exit: the worker is unref'd and only ref'd while a flush or shutdown waits for it, so it keeps
+ *   the process alive exactly as long as main-thread delivery would (`register()`'s exit flush).
+ */
+import { Worker } from 'node:worker_threads';
+import { diag } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { settleWithin, SLICE_BUDGET_MS, type Batcher } from '../batcher/batcher.js';
+import { DROP_REASONS, DropReporter, type DeliveryStats, type DropReason } from '../batcher/stats.js';
+import type { ResolvedExporterOptions } from '../options.js';
+import { estimateSpanBytes } from './span-codec.js';
+import { encodeSpan, toCloneable } from './span-transfer.js';
+import type { FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
+
+/**
+ * Spans per message. Copying one costs ~1.3 µs here, so a message stays well inside a slice, and
+ * the per-message cost of the port (~20 µs) is spread over many spans.
+ */
+const MAX_SPANS_PER_MESSAGE = 128;
+/** How often the worker reports its counters while they change (`stats()` lags by at most this). */
+export const WORKER_STATS_INTERVAL_MS = 25;
+/** After a shutdown's own timeout, how long the worker may take to answer before it is stopped. */
+const WORKER_SHUTDOWN_GRACE_MS = 2000;
+
+export interface WorkerDeliveryOptions {
+  readonly options: ResolvedExporterOptions;
+  /** The built `export-worker.js` (see `worker-script.ts`). */
+  readonly workerScript: URL;
+  /** Main-thread delivery, taken over if the worker stops unexpectedly. */
+  readonly createFallback: () => Batcher<ReadableSpan>;
+}
+
+/** Spans handed to the worker in one message and not yet acknowledged by it. */
+interface InTransit {
+  readonly seq: number;
+  readonly spans: readonly ReadableSpan[];
+  readonly bytes: number;
+}
+
+const NO_DROPS: Readonly<Record<DropReason, number>> = {
+  queue_full: 0,
+  rejected: 0,
+  auth: 0,
+  retries_exhausted: 0,
+  too_large: 0,
+  shutdown: 0,
+};
+
+const NOTHING_YET: DeliveryStats = {
+  queued: 0,
+  queuedBytes: 0,
+  inFlight: 0,
+  delivered: 0,
+  retried: 0,
+  batchesSent: 0,
+  dropped: NO_DROPS,
+};
+
+export class WorkerDelivery implements Batcher<ReadableSpan> {
+  readonly #options: ResolvedExporterOptions;
+  readonly #workerScript: URL;
+  readonly #createFallback: () => Batcher<ReadableSpan>;
+  readonly #reporter = new DropReporter();
+
+  #worker: Worker | undefined;
+  #workerError: unknown;
+  /** We are stopping the worker ourselves: its exit is not a failure. */
+  #terminating = false;
+  #fallback: Batcher<ReadableSpan> | undefined;
+
+  // Admitted spans not yet posted, read from #outboxHead (cleared slots behind it).
+  #outbox: Array<ReadableSpan | undefined> = [];
+  #outboxBytes: number[] = [];
+  #outboxHead = 0;
+  #outboxTotalBytes = 0;
+  #postScheduled = false;
+
+  readonly #inTransit: InTransit[] = [];
+  #inTransitBytes = 0;
+  #inTransitCount = 0;
+  #seq = 0;
+
+  /** The worker's counters as last reported. */
+  #remote: DeliveryStats = NOTHING_YET;
+  /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
+  readonly #localDrops: Record<DropReason, number> = { ...NO_DROPS };
+
+  readonly #requests = new Map<number, () => void>();
+  #nextRequestId = 0;
+  #closing = false;
+  #shutdownPromise: Promise<void> | undefined;
+
+  constructor({ options, workerScript, createFallback }: WorkerDeliveryOptions) {
+    this.#options = options;
+    this.#workerScript = workerScript;
+    this.#createFallback = createFallback;
+  }
+
+  add(span: ReadableSpan): boolean {
+    if (this.#fallback !== undefined) return this.#fallback.add(span);
+    if (this.#closing) {
+      this.#dropLocally('shutdown', 1, 'the exporter was shut down');
+      return false;
+    }
+    let bytes: number;
+    try {
+      bytes = Math.max(1, Math.ceil(estimateSpanBytes(span)));
+    } catch {
+      // A span we cannot even measure is charged as a full batch: bounded, never unbounded.
+      bytes = this.#options.maxBatchBytes;
+    }
+    if (this.#heldBytes() + bytes > this.#options.maxQueueBytes) {
+      this.#dropLocally('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
+      return false;
+    }
+    this.#outbox.push(span);
+    this.#outboxBytes.push(bytes);
+    this.#outboxTotalBytes += bytes;
+    if (!this.#postScheduled) {
+      this.#postScheduled = true;
+      setImmediate(this.#postSlice);
+    }
+    return true;
+  }
+
+  forceFlush(): Promise<void> {
+    if (this.#fallback !== undefined) return this.#fallback.forceFlush();
+    if (this.#worker === undefined && this.#outboxCount() === 0) return Promise.resolve();
+    if (!this.#ensureWorker()) return this.#fallback!.forceFlush();
+    this.#postAll();
+    return this.#request({ type: 'flush', id: 0 });
+  }
+
+  shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {
+    this.#shutdownPromise ??= this.#close(timeoutMs).catch((error: unknown) => {
+      diag.error(`callbridge: shutdown failed: ${describeError(error)}`);
+    });
+    return this.#shutdownPromise;
+  }
+
+  stats(): DeliveryStats {
+    const remote = this.#remote;
+    const local = this.#fallback?.stats() ?? NOTHING_YET;
+    const dropped = { ...NO_DROPS };
+    for (const reason of DROP_REASONS) {
+      dropped[reason] = remote.dropped[reason] + local.dropped[reason] + this.#localDrops[reason];
+    }
+    return {
+      queued: remote.queued + local.queued + this.#outboxCount() + this.#inTransitCount,
+      queuedBytes: remote.queuedBytes + local.queuedBytes + this.#outboxTotalBytes + this.#inTransitBytes,
+      inFlight: remote.inFlight + local.inFlight,
+      delivered: remote.delivered + local.delivered,
+      retried: remote.retried + local.retried,
+      batchesSent: remote.batchesSent + local.batchesSent,
+      dropped,
+    };
+  }
+
+  // ---- the application's side of the port ---------------------------------------------------
+
+  #heldBytes(): number {
+    return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes;
+  }
+
+  #outboxCount(): number {
+    return this.#outbox.length - this.#outboxHead;
+  }
+
+  readonly #postSlice = (): void => {
+    this.#postScheduled = false;
+    if (this.#outboxCount() === 0 || !this.#ensureWorker()) return;
+    const started = performance.now();
+    do this.#postMessageOfSpans();
+    while (this.#outboxCount() > 0 && performance.now() - started < SLICE_BUDGET_MS);
+    if (this.#outboxCount() > 0) {
+      this.#postScheduled = true;
+      setImmediate(this.#postSlice);
+    }
+  };
+
+  /** Post everything admitted so far (a flush or shutdown asked for it: no slicing). */
+  #postAll(): void {
+    while (this.#outboxCount() > 0 && this.#worker !== undefined) this.#postMessageOfSpans();
+  }
+
+  #postMessageOfSpans(): void {
+    const worker = this.#worker!;
+    const end = Math.min(this.#outbox.length, this.#outboxHead + MAX_SPANS_PER_MESSAGE);
+    const spans: ReadableSpan[] = [];
+    let bytes = 0;
+    for (let i = this.#outboxHead; i < end; i++) {
+      spans.push(this.#outbox[i]!);
+      bytes += this.#outboxBytes[i]!;
+      this.#outbox[i] = undefined;
+    }
+    this.#outboxHead = end;
+    this.#outboxTotalBytes -= bytes;
+    if (this.#outboxHead === this.#outbox.length) {
+      this.#outbox = [];
+      this.#outboxBytes = [];
+      this.#outboxHead = 0;
+    }
+
+    const seq = ++this.#seq;
+    const copies = spans.map(encodeSpan);
+    try {
+      worker.postMessage({ type: 'spans', seq, spans: copies } satisfies ToWorker);
+    } catch {
+      // A value the structured clone cannot copy: send the message again with such values as text.
+      worker.postMessage({ type: 'spans', seq, spans: copies.map(toCloneable) } satisfies ToWorker);
+    }
+    this.#inTransit.push({ seq, spans, bytes });
+    this.#inTransitBytes += bytes;
+    this.#inTransitCount += spans.length;
+  }
+
+  #request(message: Extract<ToWorker, { type: 'flush' | 'shutdown' }>): Promise<void> {
+    const id = ++this.#nextRequestId;
+    return new Promise<void>((resolve) => {
+      this.#requests.set(id, resolve);
+      this.#refWhileWaited();
+      this.#worker!.postMessage({ ...message, id } satisfies ToWorker);
+    });
+  }
+
+  /** Keep the process alive while a flush or shutdown waits for the worker; otherwise never. */
+  #refWhileWaited(): void {
+    if (this.#worker === undefined) return;
+    if (this.#requests.size > 0) this.#worker.ref();
+    else this.#worker.unref();
+  }
+
+  #onMessage(message: FromWorker): void {
+    switch (message.type) {
+      case 'stats':
+        this.#applyReport(message);
+        break;
+      case 'done': {
+        this.#applyReport(message);
+        const resolve = this.#requests.get(message.id);
+        this.#requests.delete(message.id);
+        this.#refWhileWaited();
+        resolve?.();
+        break;
+      }
+      case 'diag':
+        diag[message.level](message.message);
+        break;
+    }
+  }
+
+  #applyReport(report: WorkerStatsReport): void {
+    this.#remote = report.stats;
+    while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
+      const acknowledged = this.#inTransit.shift()!;
+      this.#inTransitBytes -= acknowledged.bytes;
+      this.#inTransitCount -= acknowledged.spans.length;
+    }
+  }
+
+  #dropLocally(reason: DropReason, count: number, detail: string): void {
+    this.#localDrops[reason] += count;
+    this.#reporter.record(reason, count, detail);
+  }
+
+  // ---- the worker's life ------------------------------------------------------------------
+
+  /** Start the worker if needed; false when delivery has moved to this thread. */
+  #ensureWorker(): boolean {
+    if (this.#worker !== undefined) return true;
+    if (this.#fallback !== undefined) return false;
+    let worker: Worker;
+    try {
+      worker = new Worker(this.#workerScript, {
+        workerData: { options: this.#options, statsIntervalMs: WORKER_STATS_INTERVAL_MS },
+      });
+    } catch (error) {
+      this.#fallBack(`it could not start: ${describeError(error)}`);
+      return false;
+    }
+    worker.on('message', (message: FromWorker) => this.#onMessage(message));
+    worker.on('error', (error) => {
+      this.#workerError = error;
+    });
+    worker.on('exit', (code) => {
+      if (this.#terminating) return;
+      const cause = this.#workerError === undefined ? `exit code ${code}` : describeError(this.#workerError);
+      this.#fallBack(`it stopped: ${cause}`);
+    });
+    // After the listeners: adding a 'message' listener refs the worker's port again.
+    worker.unref();
+    this.#worker = worker;
+    return true;
+  }
+
+  /**
+   * The worker is gone (or never started): deliver on this thread from now on. Spans it never
+   * acknowledged are still here and go to main-thread delivery in their order; the ones it had
+   * queued or in flight are lost with it and counted as `shutdown` drops.
+   */
+  #fallBack(reason: string): void {
+    this.#worker = undefined;
+    const lost = this.#remote.queued + this.#remote.inFlight;
+    this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
+    if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
+    diag.error(
+      `callbridge: the delivery worker ${reason}; delivering on the application's thread from now on` +
+        (lost > 0 ? ` (${lost} spans it held are dropped as shutdown)` : ''),
+    );
+    const fallback = this.#createFallback();
+    this.#fallback = fallback;
+    for (const message of this.#inTransit.splice(0)) for (const span of message.spans) fallback.add(span);
+    for (let i = this.#outboxHead; i < this.#outbox.length; i++) fallback.add(this.#outbox[i]!);
+    this.#outbox = [];
+    this.#outboxBytes = [];
+    this.#outboxHead = 0;
+    this.#outboxTotalBytes = 0;
+    this.#inTransitBytes = 0;
+    this.#inTransitCount = 0;
+    // Whoever waits for the worker now waits for the spans that moved here.
+    const waiting = [...this.#requests.values()];
+    this.#requests.clear();
+    void fallback.forceFlush().then(() => {
+      for (const resolve of waiting) resolve();
+    });
+  }
+
+  async #close(timeoutMs: number): Promise<void> {
+    this.#closing = true;
+    if ((this.#worker !== undefined || this.#outboxCount() > 0) && this.#ensureWorker()) {
+      this.#postAll();
+      const answered = await settleWithin(this.#request({ type: 'shutdown', id: 0, timeoutMs }), timeoutMs + WORKER_SHUTDOWN_GRACE_MS);
+      const worker = this.#worker;
+      if (worker !== undefined) {
+        if (!answered) this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight, 'the delivery worker did not stop in time');
+        this.#terminating = true;
+        this.#worker = undefined;
+        this.#requests.clear();
+        await worker.terminate();
+      }
+    }
+    await this.#fallback?.shutdown(timeoutMs);
+    this.#reporter.report();
+  }
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

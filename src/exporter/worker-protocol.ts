@@ -1,0 +1,43 @@
+/**
+ * The messages between the exporter (on the application's thread) and its delivery worker. Both
+ * sides are built from this one declaration, so they cannot drift apart within a build; the
+ * worker script is always the one shipped next to the bundle that starts it.
+ *
+ * Order matters and is guaranteed by the message port: a `flush` is handled after every `spans`
+ * message posted before it, which is how `forceFlush()` covers the spans in transit.
+ */
+import type { DeliveryStats } from '../batcher/index.js';
+import type { ResolvedExporterOptions } from '../options.js';
+import type { SpanTransfer } from './span-transfer.js';
+
+/** What the worker is started with (`workerData`). */
+export interface DeliveryWorkerData {
+  readonly options: ResolvedExporterOptions;
+  /** How often the worker reports its counters while they change. */
+  readonly statsIntervalMs: number;
+}
+
+/** Application thread -> worker. */
+export type ToWorker =
+  /** Spans to deliver; `seq` numbers the message so the worker can acknowledge it. */
+  | { readonly type: 'spans'; readonly seq: number; readonly spans: readonly SpanTransfer[] }
+  /** Answer `done` once every span sent before this message is delivered or dropped. */
+  | { readonly type: 'flush'; readonly id: number }
+  /** Flush for at most `timeoutMs`, drop the rest as `shutdown`, close the pool; then `done`. */
+  | { readonly type: 'shutdown'; readonly id: number; readonly timeoutMs: number };
+
+/** Where the worker's counters stand; `ackSeq` is the last `spans` message it has queued. */
+export interface WorkerStatsReport {
+  readonly ackSeq: number;
+  readonly stats: DeliveryStats;
+}
+
+/** Worker -> application thread. */
+export type FromWorker =
+  | ({ readonly type: 'stats' } & WorkerStatsReport)
+  /** The request `id` (flush or shutdown) is complete; the counters as they stand then. */
+  | ({ readonly type: 'done'; readonly id: number } & WorkerStatsReport)
+  /** A `diag` line of the worker, to be logged through the application's `diag` logger. */
+  | { readonly type: 'diag'; readonly level: DiagLevel; readonly message: string };
+
+export type DiagLevel = 'error' | 'warn' | 'info' | 'debug' | 'verbose';

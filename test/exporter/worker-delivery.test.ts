@@ -1,0 +1,262 @@
+/**
+ * Delivery on the exporter's worker thread (`deliveryThread: 'worker'`, the default on two or more
+ * cores), against the real local server: the calls are the ones main-thread delivery makes, the
+ * counters are exact after a flush, the queue bound holds on the application's side, hostile
+ * attribute values cross the thread boundary, and a worker that cannot start or dies loses nothing
+ * silently. The worker script is the built `dist/export-worker.js` (npm test builds first).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { diag, DiagLogLevel, SpanStatusCode, type DiagLogger } from '@opentelemetry/api';
+import { TraceState } from '@opentelemetry/core';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { createBatcher } from '../../src/batcher/index.js';
+import { createTransport } from '../../src/client/transport.js';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { createSpanCodec } from '../../src/exporter/span-codec.js';
+import { WorkerDelivery } from '../../src/exporter/worker-delivery.js';
+import { findWorkerScript } from '../../src/exporter/worker-script.js';
+import { InvalidOptionError } from '../../src/errors.js';
+import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { readAllCalls } from './fault-proxy.js';
+import { emitSpans, providerFor } from './spans.js';
+import { flushAll } from './test-exporter.js';
+
+let server: TestServer;
+const cleanups: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  expect(findWorkerScript(), 'dist/export-worker.js is missing: run the build first (npm test does)').toBeDefined();
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  diag.disable();
+});
+
+function exporterFor(projectId: string, options: ExporterOptions = {}): CallbridgeExporter {
+  const exporter = new CallbridgeExporter({
+    baseUrl: server.url,
+    projectId,
+    username: server.username,
+    password: server.password,
+    deliveryThread: 'worker',
+    ...options,
+  });
+  cleanups.push(() => exporter.shutdown());
+  return exporter;
+}
+
+/** A span processor that hands each ended span straight to `add` (as register()'s `direct` does). */
+function directTo(add: (span: ReadableSpan) => void): SpanProcessor {
+  return {
+    onStart: () => {},
+    onEnd: add,
+    forceFlush: async () => {},
+    shutdown: async () => {},
+  };
+}
+
+/** Spans that use every part of the mapping: events, links, trace state, an error, a resource. */
+function emitVariedSpans(processor: SpanProcessor, count: number): void {
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'worker-test', 'deployment.environment': 'test' }),
+    spanProcessors: [processor],
+  });
+  const tracer = provider.getTracer('varied', '2.1.0');
+  const linked = tracer.startSpan('linked');
+  linked.end();
+  for (let i = 0; i < count; i++) {
+    const span = tracer.startSpan(`op-${i % 7}`, {
+      attributes: {
+        'gen_ai.system': 'openai',
+        'gen_ai.request.model': 'gpt-4o',
+        'gen_ai.usage.input_tokens': i + 1,
+        'input.value': JSON.stringify({ question: `q${i}`, list: [1, 2, 3] }),
+        'output.value': `answer ${i} ✓`,
+        'tags.list': ['a', 'b'],
+        'flag.on': i % 2 === 0,
+      },
+      links: [
+        {
+          context: { ...linked.spanContext(), traceState: new TraceState('vendor=x') },
+          attributes: { 'link.kind': 'follows' },
+        },
+      ],
+    });
+    span.addEvent('step', { 'step.index': i });
+    if (i % 5 === 0) span.setStatus({ code: SpanStatusCode.ERROR, message: `failed ${i}` });
+    span.end();
+  }
+}
+
+/** A call as it reads back, without what differs between two projects. */
+function comparable(call: Record<string, any>): Record<string, any> {
+  const { project_id: _project, ...rest } = call;
+  return rest;
+}
+
+describe('deliveryThread: worker', () => {
+  it('stores the same calls as main-thread delivery, and its counters are exact after a flush', async () => {
+    const viaWorker = exporterFor('acme/worker-same', { deliveryThread: 'worker' });
+    const viaMain = exporterFor('acme/main-same', { deliveryThread: 'main' });
+    emitVariedSpans(
+      directTo((span) => {
+        viaWorker.export([span], () => {});
+        viaMain.export([span], () => {});
+      }),
+      120,
+    );
+    await Promise.all([viaWorker.forceFlush(), viaMain.forceFlush()]);
+
+    expect(viaWorker.stats()).toMatchObject({ delivered: 121, queued: 0, queuedBytes: 0, inFlight: 0 });
+    expect(Object.values(viaWorker.stats().dropped).every((count) => count === 0)).toBe(true);
+    const credentials = { username: server.username, password: server.password };
+    const fromWorker = (await readAllCalls(server.url, 'acme/worker-same', credentials)).map(comparable);
+    const fromMain = (await readAllCalls(server.url, 'acme/main-same', credentials)).map(comparable);
+    expect(fromWorker).toHaveLength(121);
+    const byId = (calls: Array<Record<string, any>>) => [...calls].sort((a, b) => String(a.id).localeCompare(String(b.id)));
+    expect(byId(fromWorker)).toEqual(byId(fromMain));
+    const failed = fromWorker.find((call) => call.op_name === 'op-0');
+    expect(failed?.exception).toBe('failed 0');
+    expect(failed?.attributes).toMatchObject({ system: 'openai', model: 'gpt-4o' });
+  });
+
+  it('delivers thousands of SDK spans behind BatchSpanProcessor, each once', async () => {
+    const exporter = exporterFor('acme/worker-many');
+    const provider = providerFor(exporter);
+    cleanups.push(() => provider.shutdown());
+    const emitted = emitSpans(provider, 3000, (i) => ({ 'output.value': `out ${i}` }));
+    await flushAll(provider, exporter);
+    const calls = await readAllCalls(server.url, 'acme/worker-many', { username: 'dev', password: 'pw' });
+    expect(new Set(calls.map((call) => call.id)).size).toBe(3000);
+    expect(new Set(calls.map((call) => call.id))).toEqual(new Set(emitted.map((span) => span.spanId)));
+    expect(exporter.stats()).toMatchObject({ delivered: 3000, queued: 0, inFlight: 0, queuedBytes: 0 });
+  });
+
+  it('bounds memory on the application thread: a burst past maxQueueBytes is dropped and counted', async () => {
+    const maxQueueBytes = 256 * 1024;
+    const exporter = exporterFor('acme/worker-bound', { maxQueueBytes });
+    let peakQueuedBytes = 0;
+    emitVariedSpans(
+      directTo((span) => {
+        exporter.export([span], () => {});
+        peakQueuedBytes = Math.max(peakQueuedBytes, exporter.stats().queuedBytes);
+      }),
+      2000,
+    );
+    await exporter.forceFlush();
+    const stats = exporter.stats();
+    expect(peakQueuedBytes).toBeLessThanOrEqual(maxQueueBytes);
+    expect(stats.dropped.queue_full).toBeGreaterThan(0);
+    expect(stats.delivered + stats.dropped.queue_full).toBe(2001);
+    const calls = await readAllCalls(server.url, 'acme/worker-bound', { username: 'dev', password: 'pw' });
+    expect(calls).toHaveLength(stats.delivered);
+  });
+
+  it('copies attribute values the structured clone refuses as text, like the mapping writes them', async () => {
+    const exporter = exporterFor('acme/worker-hostile');
+    const provider = new BasicTracerProvider({
+      spanProcessors: [
+        directTo((span) => {
+          // An instrumentation that writes into the attributes object behind the SDK's checks.
+          const attributes = span.attributes as Record<string, unknown>;
+          attributes['hostile.fn'] = function secret() {};
+          attributes['hostile.big'] = 12345678901234567890n;
+          exporter.export([span], () => {});
+        }),
+      ],
+    });
+    const span = provider.getTracer('t').startSpan('hostile', { attributes: { 'plain.value': 'kept' } });
+    span.end();
+    await exporter.forceFlush();
+    expect(exporter.stats().delivered).toBe(1);
+    const [call] = await readAllCalls(server.url, 'acme/worker-hostile', { username: 'dev', password: 'pw' });
+    expect(call?.attributes).toMatchObject({ plain: { value: 'kept' }, hostile: { big: '12345678901234567890' } });
+    expect(String(call?.attributes.hostile.fn)).toContain('secret');
+  });
+
+  it("forwards the worker's diag lines to the application's logger (one clear error on 401)", async () => {
+    const lines: string[] = [];
+    const record = (message: string) => lines.push(message);
+    const logger: DiagLogger = { error: record, warn: record, info: record, debug: () => {}, verbose: () => {} };
+    diag.setLogger(logger, DiagLogLevel.INFO);
+    const exporter = exporterFor('acme/worker-auth', { password: 'wrong' });
+    emitVariedSpans(directTo((span) => exporter.export([span], () => {})), 3);
+    await exporter.forceFlush();
+    expect(exporter.stats().dropped.auth).toBe(4);
+    expect(lines.some((line) => line.includes(server.url) && line.includes('dev'))).toBe(true);
+  });
+
+  it('answers FAILED after shutdown and counts those spans; shutdown is idempotent', async () => {
+    const exporter = exporterFor('acme/worker-closed');
+    const tracer = new BasicTracerProvider({ spanProcessors: [directTo((span) => exporter.export([span], () => {}))] }).getTracer('t');
+    tracer.startSpan('before').end();
+    const first = exporter.shutdown();
+    expect(exporter.shutdown()).toBe(first);
+    await first;
+    const results: number[] = [];
+    const late = new BasicTracerProvider().getTracer('t').startSpan('late');
+    late.end();
+    exporter.export([late as unknown as ReadableSpan], (result) => results.push(result.code));
+    expect(results).toEqual([1]);
+    expect(exporter.stats()).toMatchObject({ delivered: 1, dropped: { shutdown: 1 } });
+  });
+
+  it('rejects an unknown deliveryThread at construction', () => {
+    expect(() => exporterFor('acme/x', { deliveryThread: 'gpu' as 'main' })).toThrow(InvalidOptionError);
+    expect(() => exporterFor('acme/x', { deliveryThread: 'gpu' as 'main' })).toThrow(/deliveryThread/);
+  });
+});
+
+describe('a delivery worker that fails', () => {
+  const fixture = (name: string) => pathToFileURL(join(import.meta.dirname, '..', 'fixtures', name));
+
+  function deliveryWith(workerScript: URL, projectId: string): WorkerDelivery {
+    const options = resolveExporterOptions({ baseUrl: server.url, projectId, username: 'dev', password: 'pw' });
+    const delivery = new WorkerDelivery({
+      options,
+      workerScript,
+      createFallback: () => createBatcher({ ...options, transport: createTransport(options), codec: createSpanCodec(projectId) }),
+    });
+    cleanups.push(() => delivery.shutdown());
+    return delivery;
+  }
+
+  function silenceDiag(): string[] {
+    const errors: string[] = [];
+    diag.setLogger({ error: (m) => errors.push(m), warn: () => {}, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.ERROR);
+    return errors;
+  }
+
+  it('that cannot start: every span is delivered on the application thread instead', async () => {
+    const errors = silenceDiag();
+    const delivery = deliveryWith(fixture('worker-fails-to-load.mjs'), 'acme/worker-noload');
+    emitVariedSpans(directTo((span) => delivery.add(span)), 40);
+    await delivery.forceFlush();
+    expect(delivery.stats()).toMatchObject({ delivered: 41, queued: 0, inFlight: 0 });
+    const calls = await readAllCalls(server.url, 'acme/worker-noload', { username: 'dev', password: 'pw' });
+    expect(calls).toHaveLength(41);
+    expect(errors.filter((line) => line.includes('delivery worker'))).toHaveLength(1);
+    expect(errors[0]).toMatch(/cannot start/);
+  });
+
+  it('that dies holding spans: those count as shutdown drops, later spans are delivered', async () => {
+    const errors = silenceDiag();
+    const delivery = deliveryWith(fixture('worker-dies-after-ack.mjs'), 'acme/worker-dies');
+    emitVariedSpans(directTo((span) => delivery.add(span)), 9);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(delivery.stats().dropped.shutdown).toBe(10);
+    expect(errors.some((line) => /delivery worker .*stopped.*10 spans/.test(line))).toBe(true);
+
+    emitVariedSpans(directTo((span) => delivery.add(span)), 19);
+    await delivery.forceFlush();
+    expect(delivery.stats()).toMatchObject({ delivered: 20, queued: 0, dropped: { shutdown: 10 } });
+    const calls = await readAllCalls(server.url, 'acme/worker-dies', { username: 'dev', password: 'pw' });
+    expect(calls).toHaveLength(20);
+  });
+});
