@@ -68,7 +68,7 @@ if (snapshot !== undefined) process.env.CALLBRIDGE_BENCH_DIST = snapshot;
 
 const haveCallbridge = hasDist('index.js') && (await importCallbridge().then((m) => typeof m.register === 'function' && typeof m.trace === 'function', () => false));
 const haveServer = hasDist('server/index.js');
-const EXPORT_SIDES = ['otlp', 'otlp-tuned', ...(haveCallbridge ? ['callbridge'] : [])];
+const EXPORT_SIDES = ['otlp', 'otlp-tuned', ...(haveCallbridge ? ['callbridge', 'callbridge-main'] : [])];
 
 const log = (line) => process.stderr.write(`${line}\n`);
 

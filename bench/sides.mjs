@@ -5,7 +5,10 @@
  * - `otlp`:       the official OTLP/HTTP JSON exporter behind BatchSpanProcessor with every default.
  * - `otlp-tuned`: the same, configured not to lose spans: a queue larger than the run, a bigger
  *                 batch, and `concurrencyLimit` raised so forceFlush's parallel batches are not refused.
- * - `callbridge`: `register()` from the built package, not installed globally.
+ * - `callbridge`: `register()` from the built package, not installed globally (its default
+ *                 `deliveryThread: 'auto'`: a delivery worker on this 2-core machine).
+ * - `callbridge-main`: the same with `deliveryThread: 'main'` (mapping, JSON and HTTP on the
+ *                 application's thread).
  * - `callbridge-tuned`: the same with `maxQueueBytes` raised to hold the whole burst.
  *
  * `createSide(name, sinkUrl)` returns `{ tracer, provider, flush(), shutdown(), stats() }`.
@@ -49,10 +52,12 @@ export async function createSide(name, sinkUrl, { projectId = BENCH_PROJECT } = 
       return wrapProvider(provider);
     }
     case 'callbridge':
+    case 'callbridge-main':
     case 'callbridge-tuned': {
       const { register } = await importCallbridge();
       const queue = name === 'callbridge-tuned' ? CALLBRIDGE_TUNED : {};
-      const tracing = register({ baseUrl: sinkUrl, projectId, ...BENCH_USER, global: false, ...queue });
+      const thread = name === 'callbridge-main' ? { deliveryThread: 'main' } : {};
+      const tracing = register({ baseUrl: sinkUrl, projectId, ...BENCH_USER, global: false, ...queue, ...thread });
       return {
         tracer: tracing.provider.getTracer('bench'),
         provider: tracing.provider,
