@@ -339,6 +339,15 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     });
   }
 
+  /** Count everything the worker holds or has not acknowledged as `shutdown`: it is being stopped. */
+  #abandonWorker(detail: string): void {
+    this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight + this.#inTransitCount, detail);
+    this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
+    this.#inTransit.length = 0;
+    this.#inTransitBytes = 0;
+    this.#inTransitCount = 0;
+  }
+
   async #close(timeoutMs: number): Promise<void> {
     this.#closing = true;
     if ((this.#worker !== undefined || this.#outboxCount() > 0) && this.#ensureWorker()) {
@@ -346,7 +355,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       const answered = await settleWithin(this.#request({ type: 'shutdown', id: 0, timeoutMs }), timeoutMs + WORKER_SHUTDOWN_GRACE_MS);
       const worker = this.#worker;
       if (worker !== undefined) {
-        if (!answered) this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight, 'the delivery worker did not stop in time');
+        if (!answered) this.#abandonWorker('the delivery worker did not stop in time');
         this.#terminating = true;
         this.#worker = undefined;
         this.#requests.clear();

@@ -245,6 +245,15 @@ describe('a delivery worker that fails', () => {
     expect(errors[0]).toMatch(/cannot start/);
   });
 
+  it('that never answers: shutdown still ends after its timeout plus a grace, counting what it held', async () => {
+    const delivery = deliveryWith(fixture('worker-never-answers.mjs'), 'acme/worker-wedged');
+    emitVariedSpans(directTo((span) => delivery.add(span)), 14);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(delivery.stats()).toMatchObject({ queued: 15, delivered: 0 });
+    await delivery.shutdown(100);
+    expect(delivery.stats()).toMatchObject({ queued: 0, queuedBytes: 0, inFlight: 0, dropped: { shutdown: 15 } });
+  });
+
   it('that dies holding spans: those count as shutdown drops, later spans are delivered', async () => {
     const errors = silenceDiag();
     const delivery = deliveryWith(fixture('worker-dies-after-ack.mjs'), 'acme/worker-dies');
