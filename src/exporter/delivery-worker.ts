@@ -15,6 +15,7 @@ import { createTransport } from '../client/transport.js';
 import type { SpanInput } from '../mapping/index.js';
 import { createSpanCodec } from './span-codec.js';
 import { decodeSpan } from './span-transfer.js';
+import { lowerThisThreadPriority } from './thread-priority.js';
 import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker } from './worker-protocol.js';
 
 const port = parentPort;
@@ -23,6 +24,7 @@ if (port === null) throw new Error('callbridge: export-worker must be started as
 const { options, statsIntervalMs } = workerData as DeliveryWorkerData;
 
 diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
+lowerThisThreadPriority();
 
 const batcher = createBatcher<SpanInput>({
   ...options,

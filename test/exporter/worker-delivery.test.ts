@@ -6,6 +6,7 @@
  * silently. The worker script is the built `dist/export-worker.js` (npm test builds first).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { diag, DiagLogLevel, SpanStatusCode, type DiagLogger } from '@opentelemetry/api';
@@ -92,6 +93,17 @@ function emitVariedSpans(processor: SpanProcessor, count: number): void {
     if (i % 5 === 0) span.setStatus({ code: SpanStatusCode.ERROR, message: `failed ${i}` });
     span.end();
   }
+}
+
+/** A thread's nice value: field 19 of /proc/self/task/<tid>/stat, counted after the `(name)`. */
+async function niceOfThread(tid: string): Promise<number> {
+  const stat = await readFile(`/proc/self/task/${tid}/stat`, 'utf8').catch(() => '');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+async function threadsWithNice(nice: number): Promise<number> {
+  const nices = await Promise.all((await readdir('/proc/self/task')).map(niceOfThread));
+  return nices.filter((value) => value === nice).length;
 }
 
 /** A call as it reads back, without what differs between two projects. */
@@ -205,6 +217,15 @@ describe('deliveryThread: worker', () => {
     exporter.export([late as unknown as ReadableSpan], (result) => results.push(result.code));
     expect(results).toEqual([1]);
     expect(exporter.stats()).toMatchObject({ delivered: 1, dropped: { shutdown: 1 } });
+  });
+
+  it.runIf(process.platform === 'linux')('runs the worker below the priority of the application thread (nice +10)', async () => {
+    const before = await threadsWithNice(10);
+    const exporter = exporterFor('acme/worker-nice');
+    emitVariedSpans(directTo((span) => exporter.export([span], () => {})), 1);
+    await exporter.forceFlush();
+    expect(await threadsWithNice(10)).toBe(before + 1);
+    expect(await niceOfThread(String(process.pid))).toBe(0);
   });
 
   it('rejects an unknown deliveryThread at construction', () => {
