@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
 import type { ServerContext, ServerUser } from './context.js';
-import { BadRequestError, HttpError, ValidationError } from './errors.js';
+import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 
@@ -31,6 +31,8 @@ export interface AppOptions {
   readonly maxBodyBytes: number;
   /** Fastify's (pino) request logging; internal errors are logged through it. */
   readonly logger: boolean;
+  /** Most `calls/stream_query` answers being streamed at once (each holds a read connection). */
+  readonly maxConcurrentStreams: number;
 }
 
 const WWW_AUTHENTICATE = 'Basic realm="callbridge"';
@@ -39,7 +41,7 @@ const WWW_AUTHENTICATE = 'Basic realm="callbridge"';
  * Build the server's Fastify instance (not yet listening).
  *
  * @example
- * const app = buildApp({ db, users, completeMode: false, maxBodyBytes: 32 * 1024 * 1024, logger: false });
+ * const app = buildApp({ db, users, completeMode: false, maxBodyBytes: 32 * 1024 * 1024, logger: false, maxConcurrentStreams: 16 });
  * await app.listen({ port: 0, host: '127.0.0.1' });
  */
 export function buildApp(options: AppOptions): FastifyInstance {
@@ -77,6 +79,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     const { status, body } = toErrorResponse(error, request);
     if (status >= 500) request.log.error({ err: error }, 'internal error');
     if (status === 401) reply.header('WWW-Authenticate', WWW_AUTHENTICATE);
+    if (error instanceof ServiceUnavailableError) reply.header('Retry-After', String(error.retryAfterSeconds));
     void reply.code(status).type('application/json; charset=utf-8').send(body);
   });
 
@@ -87,6 +90,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   const ctx: ServerContext = {
     db: options.db,
     completeMode: options.completeMode,
+    maxConcurrentStreams: options.maxConcurrentStreams,
     authorizeProject(request, projectId) {
       const user = request.callbridgeUser;
       if (user === null) throw new HttpError(401, 'Unauthorized');

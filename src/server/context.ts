@@ -16,6 +16,8 @@ export interface ServerContext {
   readonly db: Database.Database;
   /** Every project answers v1 call writes with CALLS_COMPLETE_MODE_REQUIRED (SPEC §2.1). */
   readonly completeMode: boolean;
+  /** Most `calls/stream_query` answers streamed at once; past it a query answers 503. */
+  readonly maxConcurrentStreams: number;
   /**
    * Check that `projectId` is an `entity/project` the authenticated user may use and return the
    * user's name (the `wb_user_id` of what it writes). Throws 400 for a malformed project id and

@@ -27,6 +27,17 @@ export class BadRequestError extends HttpError {
   }
 }
 
+/** 503: the server is at a limit that frees by itself; `Retry-After` tells when to try again. */
+export class ServiceUnavailableError extends HttpError {
+  readonly retryAfterSeconds: number;
+
+  constructor(reason: string, retryAfterSeconds: number) {
+    super(503, reason);
+    this.name = 'ServiceUnavailableError';
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
 /** 404: object, file or route not found. */
 export class NotFoundError extends HttpError {
   constructor(reason: string) {

@@ -6,6 +6,7 @@ import { buildApp } from './app.js';
 import type { ServerUser } from './context.js';
 import { closeDatabase, openDatabase, optimizeDatabase } from './store/db.js';
 import { startWalCheckpoints } from './store/wal-checkpoints.js';
+import { DEFAULT_MAX_CONCURRENT_STREAMS } from './store/readers.js';
 
 export type { ServerUser } from './context.js';
 
@@ -46,6 +47,12 @@ export interface ServerOptions {
    * @default false
    */
   readonly logger?: boolean;
+  /**
+   * Most `calls/stream_query` answers streamed at once. Each holds a read connection and a WAL
+   * snapshot while its client reads; past this a query answers 503 with `Retry-After: 1`.
+   * @default 16
+   */
+  readonly maxConcurrentStreams?: number;
 }
 
 export interface RunningServer {
@@ -81,6 +88,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
     throw new TypeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${String(maxBodyBytes)}`);
   }
+  const maxConcurrentStreams = options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS;
+  if (!Number.isInteger(maxConcurrentStreams) || maxConcurrentStreams < 1) {
+    throw new TypeError(`Expected \`maxConcurrentStreams\` to be a positive integer, got ${String(maxConcurrentStreams)}`);
+  }
   for (const user of options.users ?? []) validateUser(user);
 
   const db = openDatabase(options.dbPath ?? DEFAULT_DB_PATH);
@@ -90,6 +101,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     completeMode: options.completeMode ?? false,
     maxBodyBytes,
     logger: options.logger ?? false,
+    maxConcurrentStreams,
   });
   try {
     await app.listen({ port, host });

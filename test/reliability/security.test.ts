@@ -72,7 +72,7 @@ afterAll(async () => server.close());
 /** Every route of the app, read from Fastify's own table (not a list kept by hand). */
 async function appRoutes(): Promise<Array<{ method: string; path: string }>> {
   const db = openDatabase(':memory:');
-  const app = buildApp({ db, users: [], completeMode: false, maxBodyBytes: 1024, logger: false });
+  const app = buildApp({ db, users: [], completeMode: false, maxBodyBytes: 1024, logger: false, maxConcurrentStreams: 1 });
   await app.ready();
   const table = app.printRoutes({ commonPrefix: false });
   await app.close();

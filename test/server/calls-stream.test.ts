@@ -6,6 +6,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer } from '../../src/server/index.js';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
 const PROJECT = 'acme/stream';
@@ -120,10 +121,42 @@ describe('calls/stream_query streaming', () => {
     expect(after.text.trim().split('\n')).toHaveLength(1);
   });
 
+  it('caps the streams served at once: past 16 a query answers 503 with Retry-After, and a freed slot serves again', async () => {
+    const streams = await Promise.all(Array.from({ length: 16 }, () => openPausedStream({ project_id: PROJECT })));
+    try {
+      expect(streams.every((stream) => stream.response.statusCode === 200)).toBe(true);
+      const refused = await post(server.url, '/calls/stream_query', { project_id: PROJECT, limit: 1 });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.body.reason).toMatch(/Too many calls\/stream_query answers in progress \(16\)/);
+      // Other reads and writes are not affected by the cap.
+      const read = await post(server.url, '/call/read', { project_id: PROJECT, id: callId(3) });
+      expect(read.status).toBe(200);
+
+      streams.pop()!.abort();
+      let status = 503;
+      for (let attempt = 0; attempt < 100 && status === 503; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        status = (await post(server.url, '/calls/stream_query', { project_id: PROJECT, limit: 1 })).status;
+      }
+      expect(status).toBe(200);
+    } finally {
+      for (const stream of streams) stream.abort();
+    }
+  });
+
   it('serves several streams at once', async () => {
     const bodies = [{ project_id: PROJECT, limit: 5 }, { project_id: PROJECT, limit: 3, offset: 10 }, { project_id: PROJECT, filter: { call_ids: [callId(7)] } }];
     const answers = await Promise.all(bodies.map((body) => post(server.url, '/calls/stream_query', body)));
     expect(answers.map((answer) => answer.text.trim().split('\n').length)).toEqual([5, 3, 1]);
+  });
+});
+
+describe('maxConcurrentStreams', () => {
+  it('refuses a value that is not a positive integer when the server starts', async () => {
+    for (const value of [0, -1, 1.5, Number.NaN, '4' as unknown as number]) {
+      await expect(startServer({ port: 0, dbPath: ':memory:', maxConcurrentStreams: value })).rejects.toThrow(/maxConcurrentStreams/);
+    }
   });
 });
 

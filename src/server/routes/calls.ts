@@ -39,7 +39,7 @@ export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 export const callsRoutes: RouteModule = (app, ctx) => {
-  const store = createCallsStore(ctx.db);
+  const store = createCallsStore(ctx.db, { maxConcurrentStreams: ctx.maxConcurrentStreams });
   app.addHook('onClose', async () => store.close());
 
   app.get('/health', { config: { public: true } }, async () => ({ status: 'ok' }));

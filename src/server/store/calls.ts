@@ -27,7 +27,7 @@ import {
   type EndRow,
   type StartRow,
 } from './calls-rows.js';
-import { createReaderPool } from './readers.js';
+import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
 import { StatementCache } from './statement-cache.js';
 
 /** One part of a call to write; rows come from `calls-rows.ts`, already checked. */
@@ -171,7 +171,7 @@ const LINE_PAGE_CHARS = 256 * 1024;
  * const calls = createCallsStore(db);
  * calls.writeParts([{ kind: 'start', row: toStartRow(start, 'dev', ['body', 'start']) }]);
  */
-export function createCallsStore(db: Database.Database): CallsStore {
+export function createCallsStore(db: Database.Database, { maxConcurrentStreams = DEFAULT_MAX_CONCURRENT_STREAMS } = {}): CallsStore {
   const upsertStart = db.prepare(UPSERT_START_SQL);
   const upsertEnd = db.prepare(UPSERT_END_SQL);
   const read = db.prepare(READ_SQL);
@@ -179,7 +179,7 @@ export function createCallsStore(db: Database.Database): CallsStore {
   const deleteTree = db.prepare(DELETE_SQL);
   const updateDisplayName = db.prepare(UPDATE_DISPLAY_NAME_SQL);
   const queries = new StatementCache(db);
-  const readers = createReaderPool(db);
+  const readers = createReaderPool(db, maxConcurrentStreams);
 
   const upsertWhole = db.prepare(UPSERT_WHOLE_SQL);
   const writeParts = db.transaction((parts: readonly CallPart[]) => {

@@ -9,9 +9,14 @@
  * (NULLs, mixed directions, JSON values) or OFFSET pages, whose cost grows with the square of the
  * result; one statement on its own connection sorts once and streams.
  *
- * A connection serves one stream at a time; a few idle ones are kept for the next stream.
+ * A connection serves one stream at a time; a few idle ones are kept for the next stream. Their
+ * number is capped: each holds a WAL snapshot for as long as its client takes to read, and the
+ * WAL cannot be checkpointed past the oldest snapshot, so slow or stalled clients without a cap
+ * would grow the WAL file (and the open file descriptors) without bound. Past the cap a query
+ * answers 503 with `Retry-After`, which every client of the service already retries.
  */
 import Database from 'better-sqlite3';
+import { ServiceUnavailableError } from '../errors.js';
 import { StatementCache } from './statement-cache.js';
 
 /** A read-only connection with its own prepared statements. */
@@ -34,6 +39,10 @@ export interface ReaderPool {
 
 /** Idle connections kept open; more are opened while more streams run at once. */
 const MAX_IDLE_READERS = 2;
+/** Streams served at once by default (`ServerOptions.maxConcurrentStreams`). */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 16;
+/** What the 503 past the cap asks a client to wait: streams usually end within seconds. */
+const RETRY_AFTER_SECONDS = 1;
 
 /**
  * Read-only connections to the database `main` has open.
@@ -43,20 +52,26 @@ const MAX_IDLE_READERS = 2;
  * const reader = readers.acquire();
  * try { for (const row of reader.statements.get(sql).iterate()) send(row); } finally { readers.release(reader); }
  */
-export function createReaderPool(main: Database.Database): ReaderPool {
+export function createReaderPool(main: Database.Database, maxBusy: number = DEFAULT_MAX_CONCURRENT_STREAMS): ReaderPool {
   const idle: Reader[] = [];
+  let busy = 0;
   let closed = false;
   return {
     acquire() {
       if (main.memory) return null;
+      if (busy >= maxBusy) {
+        throw new ServiceUnavailableError(
+          `Too many calls/stream_query answers in progress (${maxBusy}); retry shortly`,
+          RETRY_AFTER_SECONDS,
+        );
+      }
       const reused = idle.pop();
-      if (reused !== undefined) return reused;
-      const db = new Database(main.name, { readonly: true, fileMustExist: true });
-      // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open).
-      db.pragma('busy_timeout = 5000');
-      return { db, statements: new StatementCache(db) };
+      const reader = reused ?? openReader(main);
+      busy += 1;
+      return reader;
     },
     release(reader) {
+      busy -= 1;
       if (closed || idle.length >= MAX_IDLE_READERS) reader.db.close();
       else idle.push(reader);
     },
@@ -65,4 +80,11 @@ export function createReaderPool(main: Database.Database): ReaderPool {
       for (const reader of idle.splice(0)) reader.db.close();
     },
   };
+}
+
+function openReader(main: Database.Database): Reader {
+  const db = new Database(main.name, { readonly: true, fileMustExist: true });
+  // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open).
+  db.pragma('busy_timeout = 5000');
+  return { db, statements: new StatementCache(db) };
 }
