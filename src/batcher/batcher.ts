@@ -20,7 +20,7 @@ import PQueue from 'p-queue';
 import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
 import { nextDelay } from './backoff.js';
-import { DropReporter, type DeliveryStats, type DropReason } from './stats.js';
+import { DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
 import { truncateLargestStrings } from './truncate.js';
 
 /** How the batcher turns a record into wire items. Supplied by the exporter (mapping lives there). */
@@ -182,14 +182,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #delivered = 0;
   #retried = 0;
   #batchesSent = 0;
-  readonly #dropped: Record<DropReason, number> = {
-    queue_full: 0,
-    rejected: 0,
-    auth: 0,
-    retries_exhausted: 0,
-    too_large: 0,
-    shutdown: 0,
-  };
+  readonly #dropped = zeroDrops();
 
   constructor(options: BatcherOptions<T>) {
     this.#options = options;

@@ -17,6 +17,11 @@ export const DROP_REASONS: readonly DropReason[] = [
   'shutdown',
 ];
 
+/** A fresh set of drop counters, every reason at 0. */
+export function zeroDrops(): Record<DropReason, number> {
+  return Object.fromEntries(DROP_REASONS.map((reason) => [reason, 0])) as Record<DropReason, number>;
+}
+
 /**
  * A snapshot of the batcher's counters. Counts are of records (one record = one span = one call,
  * sent as a start and an end item, or as one completed call); byte figures are UTF-8 bytes of

@@ -20,7 +20,7 @@ import { Worker } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { settleWithin, SLICE_BUDGET_MS, type Batcher } from '../batcher/batcher.js';
-import { DROP_REASONS, DropReporter, type DeliveryStats, type DropReason } from '../batcher/stats.js';
+import { DROP_REASONS, DropReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
@@ -51,15 +51,6 @@ interface InTransit {
   readonly bytes: number;
 }
 
-const NO_DROPS: Readonly<Record<DropReason, number>> = {
-  queue_full: 0,
-  rejected: 0,
-  auth: 0,
-  retries_exhausted: 0,
-  too_large: 0,
-  shutdown: 0,
-};
-
 const NOTHING_YET: DeliveryStats = {
   queued: 0,
   queuedBytes: 0,
@@ -67,7 +58,7 @@ const NOTHING_YET: DeliveryStats = {
   delivered: 0,
   retried: 0,
   batchesSent: 0,
-  dropped: NO_DROPS,
+  dropped: zeroDrops(),
 };
 
 export class WorkerDelivery implements Batcher<ReadableSpan> {
@@ -97,7 +88,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   /** The worker's counters as last reported. */
   #remote: DeliveryStats = NOTHING_YET;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
-  readonly #localDrops: Record<DropReason, number> = { ...NO_DROPS };
+  readonly #localDrops = zeroDrops();
 
   readonly #requests = new Map<number, () => void>();
   #nextRequestId = 0;
@@ -155,7 +146,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   stats(): DeliveryStats {
     const remote = this.#remote;
     const local = this.#fallback?.stats() ?? NOTHING_YET;
-    const dropped = { ...NO_DROPS };
+    const dropped = zeroDrops();
     for (const reason of DROP_REASONS) {
       dropped[reason] = remote.dropped[reason] + local.dropped[reason] + this.#localDrops[reason];
     }
