@@ -86,6 +86,18 @@ const ENVELOPE_BYTES = BODY_START.length + BODY_END.length;
  */
 const SHRINK_AFTER_413 = 0.25;
 
+/**
+ * How many times in a row a batch's upload may be cut by the peer (`cutDuringUpload`) before the
+ * batch is treated as refused for its size (SPEC §4.6). A server that answers 413 on seeing
+ * Content-Length and then closes the socket without reading the body makes the kernel reset the
+ * connection; when the reset overtakes the answer, all the client sees is `write ECONNRESET`. Once
+ * may be a network blip (it is retried as one); twice in a row for the same body is the early 413
+ * whose answer was lost. Measured: with the client on its own thread (the delivery worker) a
+ * fault proxy answering this way lost the answer to the reset in about half the runs, and the
+ * batches then retried the same body until `maxRetryMs`.
+ */
+const UPLOAD_CUTS_BEFORE_SPLIT = 2;
+
 /** After the shutdown timeout aborts requests, how long to wait for them to unwind. */
 const ABORT_GRACE_MS = 1000;
 
@@ -493,6 +505,7 @@ class QueueBatcher<T> implements Batcher<T> {
   async #deliver(initial: Array<Entry<T>>, startedAt: number): Promise<void> {
     let batch = initial;
     let attempt = 0;
+    let uploadCuts = 0;
     for (;;) {
       if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
       // The mode may have changed while this batch waited: re-serialise what was built for the other.
@@ -509,6 +522,14 @@ class QueueBatcher<T> implements Batcher<T> {
           this.#batchesSent += 1;
           return this.#settle(batch, 'delivered');
         case 'retry': {
+          uploadCuts = outcome.cutDuringUpload === true ? uploadCuts + 1 : 0;
+          if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT) {
+            uploadCuts = 0;
+            const reason = `the server closed the connection during the upload ${UPLOAD_CUTS_BEFORE_SPLIT} times in a row (an early 413 whose answer was lost): ${outcome.reason}`;
+            const split = this.#splitForSize(batch, startedAt, reason);
+            if (split !== 'retry') return split;
+            continue;
+          }
           attempt += 1;
           const delay = nextDelay(attempt, outcome.afterMs, this.#random);
           if (Date.now() + delay - startedAt > this.#options.maxRetryMs) {
@@ -519,13 +540,9 @@ class QueueBatcher<T> implements Batcher<T> {
           continue;
         }
         case 'split': {
-          if (batch.length > 1) return this.#deliverHalves(batch, startedAt);
-          const [entry] = batch as [Entry<T>];
-          if (!entry.shrunkAfter413) {
-            entry.shrunkAfter413 = true;
-            if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413))) continue;
-          }
-          return this.#settle(batch, 'too_large', outcome.reason);
+          const split = this.#splitForSize(batch, startedAt, outcome.reason);
+          if (split !== 'retry') return split;
+          continue;
         }
         case 'auth':
           this.#reportAuthOnce(outcome);
@@ -539,6 +556,21 @@ class QueueBatcher<T> implements Batcher<T> {
           return this.#settle(batch, 'rejected', outcome.reason);
       }
     }
+  }
+
+  /**
+   * What a 413 does (SPEC §4.6): several records are sent as two halves; a single record has its
+   * largest strings cut once (`'retry'`: send it again), and after that is dropped as `too_large`.
+   */
+  #splitForSize(batch: Array<Entry<T>>, startedAt: number, reason: string): Promise<void> | 'retry' {
+    if (batch.length > 1) return this.#deliverHalves(batch, startedAt);
+    const [entry] = batch as [Entry<T>];
+    if (!entry.shrunkAfter413) {
+      entry.shrunkAfter413 = true;
+      if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413))) return 'retry';
+    }
+    this.#settle(batch, 'too_large', reason);
+    return Promise.resolve();
   }
 
   /**

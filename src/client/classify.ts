@@ -149,7 +149,28 @@ function classifyError(failure: TransportFailure, context: ClassifyContext): Fai
   if (code !== undefined && PERMANENT_ERROR_CODES.has(code)) {
     return { kind: 'reject', status: failure.status ?? 0, reason, code, cause: failure.error };
   }
-  return { kind: 'retry', ...status, reason, ...(code === undefined ? {} : { code }), cause: failure.error };
+  const cutDuringUpload = failure.status === undefined && isWriteReset(failure.error, code);
+  return {
+    kind: 'retry',
+    ...status,
+    reason,
+    ...(code === undefined ? {} : { code }),
+    cause: failure.error,
+    ...(cutDuringUpload ? { cutDuringUpload } : {}),
+  };
+}
+
+/** A reset met while writing the request: EPIPE, or ECONNRESET from the `write` syscall. */
+function isWriteReset(error: unknown, code: string | undefined): boolean {
+  if (code === 'EPIPE') return true;
+  return code === 'ECONNRESET' && failedSyscall(error) === 'write';
+}
+
+/** The `syscall` of the socket error, under undici's wrappers like {@link errorCode} reads `code`. */
+function failedSyscall(error: unknown, depth = 0): string | undefined {
+  if (error === null || typeof error !== 'object' || depth > 3) return undefined;
+  const { syscall, cause } = error as { syscall?: unknown; cause?: unknown };
+  return typeof syscall === 'string' ? syscall : failedSyscall(cause, depth + 1);
 }
 
 /** The fields the service puts in an error body (SPEC §2.5), when the body is that JSON. */

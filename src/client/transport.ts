@@ -36,6 +36,12 @@ export type SendOutcome =
       readonly reason: string;
       readonly code?: string;
       readonly cause?: unknown;
+      /**
+       * The peer closed the connection while the request body was being written (`write
+       * ECONNRESET`, `EPIPE`) and no answer could be read: what a server that answers 413 early
+       * and closes without draining the body looks like when its answer is lost (SPEC §4.6).
+       */
+      readonly cutDuringUpload?: boolean;
     }
   /** 413, including the early answer a server sends before reading the body. */
   | { readonly kind: 'split'; readonly status: 413; readonly reason: string }
@@ -52,6 +58,12 @@ export type SendOutcome =
       readonly detail?: unknown;
       readonly code?: string;
       readonly cause?: unknown;
+      /**
+       * The peer closed the connection while the request body was being written (`write
+       * ECONNRESET`, `EPIPE`) and no answer could be read: what a server that answers 413 early
+       * and closes without draining the body looks like when its answer is lost (SPEC §4.6).
+       */
+      readonly cutDuringUpload?: boolean;
     }
   /** 401/403: not retried. `reason` names the URL and the user. */
   | { readonly kind: 'auth'; readonly status: 401 | 403; readonly reason: string };

@@ -406,6 +406,40 @@ describe('413 (SPEC §4.6)', () => {
     expect(batcher.stats()).toMatchObject({ delivered: 2, dropped: { too_large: 1 } });
   });
 
+  describe('an upload the server cuts (an early 413 whose answer the reset destroyed)', () => {
+    const cutOver = (limit: number): Script => (request) =>
+      Buffer.byteLength(request.body) > limit
+        ? { kind: 'retry', reason: 'write ECONNRESET', code: 'ECONNRESET', cutDuringUpload: true }
+        : OK;
+
+    it('splits a batch cut twice in a row, and cuts then drops a single span that stays too large', async () => {
+      const { transport, batcher } = setup({ maxBatchItems: 40 }, cutOver(3000));
+      addRecords(batcher, 0, 19, 'y'.repeat(100));
+      batcher.add(record(99, 'z'.repeat(60_000)));
+      const flush = batcher.forceFlush();
+      await settle(60_000);
+      await flush;
+      expect(batcher.stats()).toMatchObject({ delivered: 19, dropped: { too_large: 1, retries_exhausted: 0 } });
+      const first = transport.posted[0]!;
+      // Once is a blip (retried as is), twice in a row is the size: the same body went twice.
+      expect(transport.posted[1]!.body).toBe(first.body);
+      expect(transport.posted[2]!.ids.length).toBeLessThan(first.ids.length);
+    });
+
+    it('retries a single cut as a network error and sends the batch whole when the next attempt works', async () => {
+      let calls = 0;
+      const { transport, batcher } = setup({}, () =>
+        calls++ === 0 ? { kind: 'retry', reason: 'write ECONNRESET', code: 'ECONNRESET', cutDuringUpload: true } : OK,
+      );
+      addRecords(batcher, 0, 10);
+      const flush = batcher.forceFlush();
+      await settle(60_000);
+      await flush;
+      expect(batcher.stats()).toMatchObject({ delivered: 10, retried: 1 });
+      expect(transport.posted.map((request) => request.ids.length)).toEqual([10, 10]);
+    });
+  });
+
   it('cuts a span over maxBatchBytes before sending it, or drops it as too_large', async () => {
     const { transport, batcher } = setup({ maxBatchBytes: 4000 });
     batcher.add(record(1, 'w'.repeat(50_000)));

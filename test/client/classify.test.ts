@@ -211,6 +211,19 @@ describe('classify: errors', () => {
     expect(outcome.status).toBeUndefined();
   });
 
+  it('marks a reset met while writing the body as cut during the upload (SPEC §4.6: a lost early 413)', () => {
+    const writeReset = Object.assign(socketError('ECONNRESET'), { syscall: 'write' });
+    expect(classify({ error: writeReset }, context)).toMatchObject({ kind: 'retry', cutDuringUpload: true });
+    const wrapped = Object.assign(new Error('fetch failed'), { cause: writeReset });
+    expect(classify({ error: wrapped }, context)).toMatchObject({ kind: 'retry', cutDuringUpload: true });
+    expect(classify({ error: socketError('EPIPE') }, context)).toMatchObject({ cutDuringUpload: true });
+    // A reset while reading the answer, or after a status arrived, is an ordinary network error.
+    const readReset = Object.assign(socketError('ECONNRESET'), { syscall: 'read' });
+    expect(classify({ error: readReset }, context)).not.toHaveProperty('cutDuringUpload');
+    expect(classify({ error: writeReset, status: 200 }, context)).not.toHaveProperty('cutDuringUpload');
+    expect(classify({ error: socketError('ECONNREFUSED') }, context)).not.toHaveProperty('cutDuringUpload');
+  });
+
   it('a timeout names the URL', () => {
     const outcome = classify({ error: socketError(TIMEOUT_CODE) }, context);
     expect(outcome.kind === 'retry' && outcome.reason).toContain(url);
