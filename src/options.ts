@@ -95,8 +95,9 @@ export interface ExporterOptions extends ConnectionOptions, DeliveryOptions {
    * own, so the application's event loop only copies each ended span once (about 1.5 µs) and
    * never waits on JSON or sockets; costs some CPU for the copy and a few MB for the thread.
    * `'main'`: on the application's thread, in 0.25 ms slices (least total CPU). `'auto'`:
-   * `'worker'` when the machine has two or more cores and the worker script is present (a
-   * bundler may leave `export-worker.js` behind), else `'main'`.
+   * `'worker'` when the process may use two or more cores (CPUs it may run on, capped by a
+   * container's cgroup CPU quota) and the worker script is present (a bundler may leave
+   * `export-worker.js` behind), else `'main'`.
    * @default 'auto'
    */
   readonly deliveryThread?: DeliveryThread;

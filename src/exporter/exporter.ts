@@ -8,13 +8,13 @@ import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { diag } from '@opentelemetry/api';
-import { availableParallelism } from 'node:os';
 import { createBatcher, type Batcher, type DeliveryStats } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
 import { InvalidOptionError } from '../errors.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
 import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
+import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
 /**
@@ -135,6 +135,6 @@ function createDelivery(options: ResolvedExporterOptions): Batcher<ReadableSpan>
     }
     return onMainThread();
   }
-  if (options.deliveryThread === 'auto' && availableParallelism() < 2) return onMainThread();
+  if (options.deliveryThread === 'auto' && usableCores() < 2) return onMainThread();
   return new WorkerDelivery({ options, workerScript, createFallback: onMainThread });
 }
