@@ -25,7 +25,7 @@ export interface NodeRun {
  * Never rebuilds an existing build: other test files may be reading it.
  */
 export function ensureBuilt(): void {
-  const outputs = ['dist/index.js', 'dist/index.cjs', 'dist/server/index.js', 'dist/cli/main.js'];
+  const outputs = ['dist/index.js', 'dist/index.cjs', 'dist/server/index.js', 'dist/cli/main.js', 'dist/export-worker.js', 'dist/export-worker.cjs'];
   if (outputs.every((file) => existsSync(join(ROOT, file)))) return;
   const build = spawnSync('npx', ['tsup'], { cwd: ROOT, encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`dist/ is missing and "npx tsup" failed; run "npm run build":\n${build.stderr}`);
