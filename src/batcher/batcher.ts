@@ -6,8 +6,8 @@
  *
  * Event-loop stalls (SPEC §6: under 1 ms while exporting 20 k spans/s): a send is only ever started
  * from a `setImmediate` callback, never inside `add()` (p-queue runs a job synchronously in `add()`
- * when a slot is free), and a batch is mapped and stringified in time slices of `SLICE_BUDGET_MS`
- * with a `setImmediate` between slices. Mapping + stringifying one typical span measured 15-40 µs
+ * when a slot is free), and a batch is mapped and serialised in time slices of `SLICE_BUDGET_MS`
+ * with a `setImmediate` between slices. Mapping + serialising one typical span measured 15-40 µs
  * here, so a 500-span batch built in one go stalled the loop for 20-57 ms.
  *
  * One record is one call: a start item and an end item (upsert mode) or one completed call
@@ -19,6 +19,7 @@ import { suppressTracing } from '@opentelemetry/core';
 import PQueue from 'p-queue';
 import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
+import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
 import { DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
 import { truncateLargestStrings } from './truncate.js';
@@ -33,10 +34,12 @@ export interface RecordCodec<T> {
   /** The record as `call/upsert_batch` items (start first, then end). */
   toUpsertItems(record: T): readonly unknown[];
   /**
-   * The same items as JSON text, when the codec can write them for less than `JSON.stringify` of
-   * `toUpsertItems` costs. Must be exactly that text. Used instead of `toUpsertItems` when present.
+   * Writes the same items as JSON into `out`, separated by a comma, when the codec can do that for
+   * less than `JSON.stringify` of `toUpsertItems` costs: two items whose JSON parses to those
+   * items. Used instead of `toUpsertItems` when present. May throw half way; what it wrote is
+   * then discarded.
    */
-  toUpsertTexts?(record: T): readonly string[];
+  writeUpsertItems?(record: T, out: JsonWriter): void;
   /** The record as one `calls/complete` entry (complete-mode projects). */
   toCompletedCall(record: T): unknown;
 }
@@ -102,10 +105,10 @@ const UPLOAD_CUTS_BEFORE_SPLIT = 2;
 const ABORT_GRACE_MS = 1000;
 
 /**
- * Longest run of mapping + stringifying before the batch builder yields to the event loop. A time
+ * Longest run of mapping + serialising before the batch builder yields to the event loop. A time
  * budget rather than a record count, since records range from a few hundred bytes to megabytes
  * (one record is never cut: a single huge span costs what its own mapping costs). 0.25 ms: a
- * typical span maps and stringifies in 10-15 µs, so a slice can overshoot by that much, and a
+ * typical span maps and serialises in 5-15 µs, so a slice can overshoot by that much, and a
  * traced request arriving meanwhile waits at most about a quarter of a millisecond.
  */
 export const SLICE_BUDGET_MS = 0.25;
@@ -119,18 +122,17 @@ interface Entry<T> {
   readonly seq: number;
   state: 'queued' | 'inFlight' | 'settled';
   /**
-   * Bytes this record holds against `maxQueueBytes`: estimated, then, once serialised, what its
-   * texts cost in memory (see `heldBytesOf`).
+   * Bytes this record holds against `maxQueueBytes`: estimated, then, once serialised, the size of
+   * `json`.
    */
   bytes: number;
-  /** UTF-8 bytes of `texts` in a body (0 until serialised). */
-  wireBytes: number;
   /**
-   * The record's items as JSON text, built once, in `mode`. Kept as strings and encoded straight
-   * into the body (`#body`): a `Buffer.from` per item cost 1.6 µs per span (allocation, not
-   * encoding: writing the same text into one body buffer costs 0.3 µs).
+   * The record's items as UTF-8 JSON separated by commas (what the body carries for it), built
+   * once, in `mode`: a view into the batcher's `JsonWriter` slabs, copied into the body.
    */
-  texts: string[] | undefined;
+  json: Uint8Array | undefined;
+  /** How many items `json` holds (2 in upsert mode, 1 in complete mode). */
+  items: number;
   mode: Mode | undefined;
   /** Whether its strings were already cut after a 413 (only one more attempt is allowed). */
   shrunkAfter413: boolean;
@@ -177,6 +179,8 @@ class QueueBatcher<T> implements Batcher<T> {
 
   #seq = 0;
   #mode: Mode = 'upsert';
+  /** Where records are serialised: one writer, so their bytes share slabs. */
+  readonly #writer = new JsonWriter();
   #waitingTasks = 0;
   /** A `setImmediate` that will start a send task is pending. */
   #pumpScheduled = false;
@@ -227,8 +231,8 @@ class QueueBatcher<T> implements Batcher<T> {
       seq: this.#seq,
       state: 'queued',
       bytes: estimate,
-      wireBytes: 0,
-      texts: undefined,
+      json: undefined,
+      items: 0,
       mode: undefined,
       shrunkAfter413: false,
     });
@@ -353,7 +357,7 @@ class QueueBatcher<T> implements Batcher<T> {
 
   /**
    * Move the next batch off the queue into `batch`: as many records as fit `maxBatchItems` and
-   * `maxBatchBytes`, each mapped and stringified on the way, yielding to the event loop between
+   * `maxBatchBytes`, each mapped and serialised on the way, yielding to the event loop between
    * time slices. Records added meanwhile join the tail of the queue; a shutdown timeout meanwhile
    * empties the queue, which ends the loop.
    */
@@ -378,15 +382,14 @@ class QueueBatcher<T> implements Batcher<T> {
           continue;
         }
       }
-      const texts = entry.texts as string[];
       const entryBytes = this.#wireBytes(entry);
-      if (batch.length > 0 && (items + texts.length > maxBatchItems || bytes + entryBytes > maxBatchBytes)) break;
+      if (batch.length > 0 && (items + entry.items > maxBatchItems || bytes + entryBytes > maxBatchBytes)) break;
       this.#shift();
       entry.state = 'inFlight';
       this.#pendingBytes -= entry.bytes;
       this.#inFlight += 1;
       batch.push(entry);
-      items += texts.length;
+      items += entry.items;
       bytes += entryBytes;
     }
     if (this.#pendingCount() === 0) {
@@ -411,71 +414,66 @@ class QueueBatcher<T> implements Batcher<T> {
 
   // ---- serialising ------------------------------------------------------------------------
 
-  /** Bytes of the record's items in a body, one separating comma each (an upper bound). */
+  /** Bytes of the record's items in a body, with the comma that separates it from the next record. */
   #wireBytes(entry: Entry<T>): number {
-    return entry.wireBytes + (entry.texts?.length ?? 0);
+    return (entry.json?.length ?? 0) + 1;
   }
 
   /**
-   * Map and stringify the record for the current mode, once (again only after a mode switch).
+   * Map and serialise the record for the current mode, once (again only after a mode switch).
    * A record that cannot be serialised is dropped as `rejected`; false then.
    */
   #serialise(entry: Entry<T>): boolean {
-    if (entry.texts !== undefined && entry.mode === this.#mode) return true;
+    if (entry.json !== undefined && entry.mode === this.#mode) return true;
     const record = entry.record;
     if (entry.state === 'settled' || record === undefined) return false;
     const mode = this.#mode;
+    const { codec } = this.#options;
+    const out = this.#writer;
+    out.begin();
     try {
-      const { codec } = this.#options;
-      let texts: string[];
-      if (mode === 'upsert' && codec.toUpsertTexts !== undefined) {
-        texts = [...codec.toUpsertTexts(record)];
-        if (!texts.every((text) => typeof text === 'string')) throw new TypeError('an item is not JSON');
+      if (mode === 'upsert' && codec.writeUpsertItems !== undefined) {
+        codec.writeUpsertItems(record, out);
+        this.#setJson(entry, out.end(), 2, mode);
       } else {
         const items = mode === 'upsert' ? codec.toUpsertItems(record) : [codec.toCompletedCall(record)];
-        texts = items.map(stringifyItem);
+        this.#setJson(entry, writeItems(items, out), items.length, mode);
       }
-      this.#setTexts(entry, texts, mode);
       return true;
     } catch (error) {
+      out.discard();
       this.#finish(entry, 'rejected', `a span could not be serialised: ${describeError(error)}`);
       return false;
     }
   }
 
-  #setTexts(entry: Entry<T>, texts: string[], mode: Mode): void {
-    let wireBytes = 0;
-    let held = 0;
-    for (const text of texts) {
-      const utf8 = Buffer.byteLength(text, 'utf8');
-      wireBytes += utf8;
-      held += heldBytesOf(text, utf8);
-    }
-    const change = held - entry.bytes;
+  #setJson(entry: Entry<T>, json: Uint8Array, items: number, mode: Mode): void {
+    const change = json.length - entry.bytes;
     this.#heldBytes += change;
     if (entry.state === 'queued') this.#pendingBytes += change;
-    entry.bytes = held;
-    entry.wireBytes = wireBytes;
-    entry.texts = texts;
+    entry.bytes = json.length;
+    entry.json = json;
+    entry.items = items;
     entry.mode = mode;
   }
 
   /** Cut the record's largest strings so its items fit `maxBytes` of body; false if impossible. */
   #shrink(entry: Entry<T>, maxBytes: number): boolean {
-    const texts = entry.texts;
-    if (texts === undefined || entry.mode === undefined) return false;
-    const items = texts.map((text) => JSON.parse(text) as unknown);
+    const json = entry.json;
+    if (json === undefined || entry.mode === undefined) return false;
+    const items = JSON.parse(`[${Buffer.from(json.buffer, json.byteOffset, json.length).toString('utf8')}]`) as unknown[];
     // The array's brackets and commas are the same bytes the body spends on this record.
     const cut = truncateLargestStrings(items, maxBytes);
     if (cut === undefined) return false;
-    this.#setTexts(entry, cut.map(stringifyItem), entry.mode);
+    const out = this.#writer;
+    out.begin();
+    this.#setJson(entry, writeItems(cut, out), cut.length, entry.mode);
     return true;
   }
 
   /**
-   * `{"batch":[item,item,...]}` as bytes, each item's text encoded straight into one buffer of the
-   * exact size (UTF-8 lengths are known from serialising): about 0.15 µs per KB, so 0.15-0.3 ms
-   * for a full 1000-item batch of typical spans, in one go.
+   * `{"batch":[item,item,...]}`: each record's bytes copied into one buffer of the exact size, at
+   * memory speed (a full 1000-item batch of typical spans is about 1 MB).
    */
   #body(batch: ReadonlyArray<Entry<T>>): Buffer {
     let length = ENVELOPE_BYTES - 1;
@@ -485,11 +483,11 @@ class QueueBatcher<T> implements Batcher<T> {
     let offset = body.write(BODY_START, 0, 'latin1');
     let first = true;
     for (const entry of batch) {
-      for (const text of entry.texts as string[]) {
-        if (!first) body[offset++] = COMMA;
-        first = false;
-        offset += body.write(text, offset, 'utf8');
-      }
+      const json = entry.json as Uint8Array;
+      if (!first) body[offset++] = COMMA;
+      first = false;
+      body.set(json, offset);
+      offset += json.length;
     }
     offset += body.write(BODY_END, offset, 'latin1');
     return offset === length ? body : body.subarray(0, offset);
@@ -586,7 +584,7 @@ class QueueBatcher<T> implements Batcher<T> {
   /** The batch's records that are serialised in the current mode (time-sliced like the build). */
   async #reserialise(batch: Array<Entry<T>>): Promise<Array<Entry<T>>> {
     const mode = this.#mode;
-    if (batch.every((entry) => entry.texts !== undefined && entry.mode === mode)) return batch;
+    if (batch.every((entry) => entry.json !== undefined && entry.mode === mode)) return batch;
     const slicer = new TimeSlicer();
     const kept: Array<Entry<T>> = [];
     for (const entry of batch) {
@@ -663,7 +661,7 @@ class QueueBatcher<T> implements Batcher<T> {
     entry.state = 'settled';
     this.#heldBytes -= entry.bytes;
     // Settled entries may outlive this call (a batch being split holds them): keep nothing big.
-    entry.texts = undefined;
+    entry.json = undefined;
     entry.record = undefined;
     if (result === 'delivered') this.#delivered += 1;
     else {
@@ -761,19 +759,15 @@ export function settleWithin(promise: Promise<unknown>, ms: number): Promise<boo
 
 const COMMA = 0x2c;
 
-/**
- * What a text costs while held: V8 keeps a string of only Latin-1 characters at one byte per
- * character and any other at two, so a text of mostly ASCII with one emoji holds twice its UTF-8
- * size. `maxQueueBytes` bounds memory, so the larger figure counts.
- */
-function heldBytesOf(text: string, utf8Bytes: number): number {
-  return utf8Bytes === text.length ? utf8Bytes : Math.max(utf8Bytes, 2 * text.length);
-}
-
-function stringifyItem(item: unknown): string {
-  const text = JSON.stringify(item) as string | undefined;
-  if (typeof text !== 'string') throw new TypeError('an item is not JSON');
-  return text;
+/** Items (objects) as one record's JSON: written with `JSON.stringify`'s text, comma-separated. */
+function writeItems(items: readonly unknown[], out: JsonWriter): Uint8Array {
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) out.comma();
+    const text = JSON.stringify(items[i]) as string | undefined;
+    if (typeof text !== 'string') throw new TypeError('an item is not JSON');
+    out.jsonText(text);
+  }
+  return out.end();
 }
 
 function describeError(error: unknown): string {

@@ -1,83 +1,383 @@
 /**
- * Call items as JSON text (SPEC §3, §4.2): byte for byte what `JSON.stringify` gives for the items
- * of {@link toUpsertItems}, for less CPU. The exporter sends these texts; the server's OTLP ingest
- * keeps using the objects.
+ * A span's call items written as JSON bytes (SPEC §3, §4.2): what the exporter sends. The JSON is
+ * that of {@link toUpsertItems}'s items, written straight into the batch's bytes without building
+ * the items as objects first. What this saves, measured with the benchmark's spans (Node 20, this
+ * project's 2-core VM): JSON.stringify of the items, then measuring and encoding the text, cost
+ * ~8 µs a span, and the mapping that builds the objects ~3.5 µs more.
  *
- * The saving: `otel_dump.resource` is the same for every span of a provider, yet stringifying it
- * was some 0.8 µs of every span (measured with the benchmark's spans, Node 20). Its text is made
- * once per resource and spliced in where a marker stands in the span's own `JSON.stringify`.
+ * Where the time goes instead:
+ * - The fixed parts (the item envelopes, field names, `otel_dump`'s skeleton) are constants.
+ * - `otel_dump.attributes` is written from the key list's cached layout (`attribute-layout.ts`):
+ *   member names encoded once per layout, values in place.
+ * - A call holds most attribute values twice (in `otel_dump.attributes`, and in `inputs`,
+ *   `output` or `attributes`): the second time, the bytes are copied from the first.
+ * - An attribute value that was JSON text (OpenInference's `input.value`, say) is written as that
+ *   text, not re-serialised from its parsed value. It parses to the same value; the bytes can
+ *   differ from `JSON.stringify`'s (the instrumentation's spacing is kept, and so are the digits
+ *   of a number past what a double holds).
+ * - The resource, the same for every span of a provider, is encoded once.
  *
- * Measured and rejected: writing the items with a JavaScript JSON writer (to splice shared texts
- * anywhere, e.g. the parsed `input.value` that `inputs` and `otel_dump.attributes` both hold) was
- * 30-40 % slower than one `JSON.stringify` per item: V8 11's `JSON.stringify` has a high cost per
- * call and per object, but a JavaScript writer has a higher one, so fewer, larger calls win.
+ * Every other byte is the text `JSON.stringify` gives for the items: a span that does not fit the
+ * fast path (mapping notes, values of unusual types, more than `MAX_LAYOUT_KEYS` attributes) is
+ * mapped with {@link toCallParts} and written from those objects. Tests compare both ways.
  */
-import { randomBytes } from 'node:crypto';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import type { SpanInput } from './span-input.js';
+import { encodeConstant, MIN_REPEATED_STRING, type JsonWriter } from '../wire/json-writer.js';
+import { buildTree, layOut, type LaidOutAttributes } from './attribute-layout.js';
+import type { AttributeTree } from './unflatten.js';
+import { extractCallContent, type CallContent } from './content.js';
+import { toOpName } from './names.js';
+import { dumpEvent, dumpLink, dumpResource, exceptionText } from './otel-dump.js';
+import { fromReadableSpan, isReadableSpan, type SpanInput } from './span-input.js';
+import { hrTimeToIso } from './timestamps.js';
 import { toCallParts } from './to-call.js';
 
-/**
- * Stands for the resource in the JSON text, as a JSON string `"<marker>"`. Random per process, so
- * no attribute value can spell it; and as `"` inside a string is always escaped, `"<marker>"` can
- * only be a whole JSON string, not part of one.
- */
-const RESOURCE_MARKER = `callbridge-resource-${randomBytes(12).toString('hex')}`;
-const QUOTED_RESOURCE_MARKER = `"${RESOURCE_MARKER}"`;
+const START_ITEM_OPEN = encodeConstant('{"mode":"start","req":{"start":');
+const END_ITEM_OPEN = encodeConstant('{"mode":"end","req":{"end":');
+const ITEM_CLOSE = encodeConstant('}}');
+const OBJECT_OPEN = 0x7b;
+const OBJECT_CLOSE = 0x7d;
+const EMPTY_LIST = encodeConstant('[]');
 
-// otel_dump.resource as text, by the resource object of the span's otel_dump: `buildOtelDump`
-// returns a fresh `{attributes, dropped_attributes_count}` but its `attributes` is one cached
-// object per provider. Then by dropped count (a number). Weak, like that cache.
-const resourceTexts = new WeakMap<object, Map<number, string>>();
+/** Pre-encoded pieces of the fast path, in the order the items carry them. */
+const PIECES = {
+  projectId: encodeConstant('{"mode":"start","req":{"start":{"project_id":'),
+  id: encodeConstant(',"id":'),
+  traceId: encodeConstant(',"trace_id":'),
+  parentId: encodeConstant(',"parent_id":'),
+  opName: encodeConstant(',"op_name":'),
+  startedAt: encodeConstant(',"started_at":'),
+  attributes: encodeConstant(',"attributes":'),
+  inputs: encodeConstant(',"inputs":'),
+  dumpName: encodeConstant(',"otel_dump":{"name":'),
+  dumpTraceId: encodeConstant(',"context":{"trace_id":'),
+  dumpSpanId: encodeConstant(',"span_id":'),
+  dumpTraceState: encodeConstant(',"trace_state":'),
+  dumpKind: encodeConstant('},"kind":'),
+  dumpParentId: encodeConstant(',"parent_id":'),
+  dumpStartTime: encodeConstant(',"start_time":'),
+  dumpEndTime: encodeConstant(',"end_time":'),
+  dumpStatusCode: encodeConstant(',"status":{"code":'),
+  dumpStatusMessage: encodeConstant(',"message":'),
+  dumpAttributes: encodeConstant('},"attributes":'),
+  dumpEvents: encodeConstant(',"events":'),
+  dumpLinks: encodeConstant(',"links":'),
+  dumpResource: encodeConstant(',"resource":'),
+  dumpScopeName: encodeConstant(',"scope":{"name":'),
+  dumpScopeVersion: encodeConstant(',"version":'),
+  dumpClose: encodeConstant('}}'),
+  displayName: encodeConstant(',"display_name":'),
+  threadId: encodeConstant(',"thread_id":'),
+  turnId: encodeConstant(',"turn_id":'),
+  wbRunId: encodeConstant(',"wb_run_id":'),
+  wbRunStep: encodeConstant(',"wb_run_step":'),
+  startClose: encodeConstant('}}}'),
+  endProjectId: encodeConstant('{"mode":"end","req":{"end":{"project_id":'),
+  endedAt: encodeConstant(',"ended_at":'),
+  output: encodeConstant(',"output":'),
+  summary: encodeConstant(',"summary":'),
+  usage: encodeConstant('{"usage":'),
+  exception: encodeConstant(',"exception":'),
+  wbRunStepEnd: encodeConstant(',"wb_run_step_end":'),
+} as const;
+
+/** `otel_dump.resource` as bytes, by the (per provider) resource dump object. */
+const resourceBytes = new WeakMap<object, Uint8Array>();
 
 /**
- * Maps a span to its two `call/upsert_batch` items as JSON text, start first: the same text as
- * `toUpsertItems(span, projectId).map((item) => JSON.stringify(item))`. Throws what
- * `JSON.stringify` throws (a value it cannot write).
+ * Writes a span's two `call/upsert_batch` items into `out`, from its position: the start item, a
+ * comma, the end item (see the module comment for how). Throws what `JSON.stringify` of the
+ * items would throw (a value it cannot write); what it wrote of this span is then left in `out`
+ * for the caller to discard.
  *
  * @example
- * const [start, end] = toUpsertItemTexts(readableSpan, 'acme/demo');
- * JSON.parse(start).mode; // 'start'
+ * const out = new JsonWriter();
+ * out.begin();
+ * writeUpsertItems(readableSpan, 'acme/demo', out);
+ * JSON.parse(`[${Buffer.from(out.end())}]`)[0].mode; // 'start'
  */
-export function toUpsertItemTexts(span: SpanInput | ReadableSpan, projectId: string): [string, string] {
-  const { start, end } = toCallParts(span, projectId);
-  const dump = start.otel_dump;
-  const resource = dump?.resource;
-  const resourceText = resource === undefined ? undefined : cachedResourceText(resource);
-  let startText: string;
-  if (resourceText === undefined) {
-    startText = JSON.stringify({ mode: 'start', req: { start } });
-  } else {
-    // The dump is this span's own object (made per span by buildOtelDump): swap the marker in.
-    (dump as Record<string, unknown>).resource = RESOURCE_MARKER;
-    try {
-      startText = JSON.stringify({ mode: 'start', req: { start } });
-    } finally {
-      (dump as Record<string, unknown>).resource = resource;
-    }
-    // The resource comes after the span's attributes, events and links in otel_dump, and only the
-    // scope and a few call fields follow it: search from the end.
-    const at = startText.lastIndexOf(QUOTED_RESOURCE_MARKER);
-    startText = startText.slice(0, at) + resourceText + startText.slice(at + QUOTED_RESOURCE_MARKER.length);
+export function writeUpsertItems(span: SpanInput | ReadableSpan, projectId: string, out: JsonWriter): void {
+  const from = out.recordLength;
+  try {
+    if (writeFast(span, projectId, out)) return;
+  } catch {
+    // Whatever failed, the object path below maps the span with its notes (or throws itself).
   }
-  return [startText, JSON.stringify({ mode: 'end', req: { end } })];
+  out.rewind(from);
+  const { start, end } = toCallParts(span, projectId);
+  out.constant(START_ITEM_OPEN);
+  out.value(start);
+  out.constant(ITEM_CLOSE);
+  out.comma();
+  out.constant(END_ITEM_OPEN);
+  out.value(end);
+  out.constant(ITEM_CLOSE);
 }
 
-/** The resource's JSON text when it has the shape buildOtelDump gives it, else undefined. */
-function cachedResourceText(resource: unknown): string | undefined {
-  if (typeof resource !== 'object' || resource === null || Object.keys(resource).length !== 2) return undefined;
-  const { attributes, dropped_attributes_count: dropped } = resource as Record<string, unknown>;
-  if (typeof attributes !== 'object' || attributes === null || typeof dropped !== 'number') return undefined;
-  let byDropped = resourceTexts.get(attributes);
-  if (byDropped === undefined) {
-    byDropped = new Map();
-    resourceTexts.set(attributes, byDropped);
+/** The fast path; false (having written nothing useful) for a span it does not take. */
+function writeFast(span: SpanInput | ReadableSpan, projectId: string, out: JsonWriter): boolean {
+  const input = isReadableSpan(span) ? fromReadableSpan(span) : span;
+  if (!hasPlainFields(input)) return false;
+  const laidOut = layOut(input.attributes);
+  if (laidOut === undefined) return false;
+  const tree = new TreeWriter(laidOut, out);
+  const content = extractCallContent(tree.tree, projectId);
+  const startedAt = hrTimeToIso(input.startTime);
+  const endedAt = hrTimeToIso(input.endTime);
+  const opName = toOpName(input.name);
+  const exception = exceptionText(input);
+  const { spanId, traceId } = input;
+  const parentId = input.parentSpanId || undefined;
+
+  // Member order: that of the objects toCallParts builds (tests compare the bytes).
+  out.constant(PIECES.projectId);
+  out.string(projectId);
+  out.constant(PIECES.id);
+  out.string(spanId);
+  out.constant(PIECES.traceId);
+  out.string(traceId);
+  out.constant(PIECES.parentId);
+  writeNullable(parentId, out);
+  out.constant(PIECES.opName);
+  out.string(opName);
+  out.constant(PIECES.startedAt);
+  out.quotedAscii(startedAt);
+  out.constant(PIECES.attributes);
+  tree.writeContent(content.attributes);
+  out.constant(PIECES.inputs);
+  tree.writeContent(content.inputs);
+  writeOtelDump(input, tree, startedAt, endedAt, out);
+  writeStartOptionals(content, spanId, out);
+  out.constant(PIECES.startClose);
+  out.comma();
+
+  out.constant(PIECES.endProjectId);
+  out.string(projectId);
+  out.constant(PIECES.id);
+  out.string(spanId);
+  out.constant(PIECES.endedAt);
+  out.quotedAscii(endedAt);
+  out.constant(PIECES.output);
+  tree.writeContent(content.output);
+  out.constant(PIECES.summary);
+  if (content.usage === undefined) {
+    out.ascii('{}');
+  } else {
+    out.constant(PIECES.usage);
+    out.value(content.usage);
+    out.byte(OBJECT_CLOSE);
   }
-  let text = byDropped.get(dropped);
-  if (text === undefined) {
-    text = JSON.stringify(resource);
-    // Almost always 0; a bound keeps a resource with changing counts from growing the map.
-    if (byDropped.size < 8) byDropped.set(dropped, text);
+  if (exception !== undefined) {
+    out.constant(PIECES.exception);
+    out.string(exception);
   }
-  return text;
+  if (content.wbRunStepEnd !== undefined) {
+    out.constant(PIECES.wbRunStepEnd);
+    out.number(content.wbRunStepEnd);
+  }
+  out.constant(PIECES.startClose);
+  return true;
+}
+
+/**
+ * The span fields the fast path writes without the object path's conversions: text where the
+ * mapping expects text, and no notes from reading the span. Anything else takes the object path,
+ * which handles (and notes) it.
+ */
+function hasPlainFields(input: SpanInput): boolean {
+  return (
+    (input.readNotes === undefined || input.readNotes.length === 0) &&
+    typeof input.name === 'string' &&
+    typeof input.traceId === 'string' &&
+    typeof input.spanId === 'string' &&
+    isOptionalText(input.parentSpanId) &&
+    isOptionalText(input.traceState) &&
+    typeof input.kind === 'string' &&
+    typeof input.status?.code === 'string' &&
+    isOptionalText(input.status.message) &&
+    typeof input.scope?.name === 'string' &&
+    isOptionalText(input.scope.version) &&
+    Array.isArray(input.events) &&
+    Array.isArray(input.links) &&
+    typeof input.resource?.attributes === 'object'
+  );
+}
+
+function isOptionalText(value: unknown): boolean {
+  return value === undefined || typeof value === 'string';
+}
+
+function writeNullable(text: string | undefined, out: JsonWriter): void {
+  if (text === undefined) out.ascii('null');
+  else out.string(text);
+}
+
+function writeOtelDump(input: SpanInput, tree: TreeWriter, startedAt: string, endedAt: string, out: JsonWriter): void {
+  out.constant(PIECES.dumpName);
+  out.string(input.name);
+  out.constant(PIECES.dumpTraceId);
+  out.string(input.traceId);
+  out.constant(PIECES.dumpSpanId);
+  out.string(input.spanId);
+  out.constant(PIECES.dumpTraceState);
+  out.string(input.traceState ?? '');
+  out.constant(PIECES.dumpKind);
+  out.string(input.kind);
+  out.constant(PIECES.dumpParentId);
+  // buildOtelDump writes the parent as the span has it (`?? null`), even an empty string.
+  writeNullable(input.parentSpanId, out);
+  out.constant(PIECES.dumpStartTime);
+  out.quotedAscii(startedAt);
+  out.constant(PIECES.dumpEndTime);
+  out.quotedAscii(endedAt);
+  out.constant(PIECES.dumpStatusCode);
+  out.string(input.status.code);
+  out.constant(PIECES.dumpStatusMessage);
+  out.string(input.status.message ?? '');
+  out.constant(PIECES.dumpAttributes);
+  tree.writeRoot();
+  out.constant(PIECES.dumpEvents);
+  if (input.events.length === 0) out.constant(EMPTY_LIST);
+  else out.value(input.events.map(dumpEvent));
+  out.constant(PIECES.dumpLinks);
+  if (input.links.length === 0) out.constant(EMPTY_LIST);
+  else out.value(input.links.map(dumpLink));
+  out.constant(PIECES.dumpResource);
+  const resource = dumpResource(input.resource);
+  let bytes = resourceBytes.get(resource);
+  if (bytes === undefined) {
+    bytes = encodeConstant(JSON.stringify(resource));
+    resourceBytes.set(resource, bytes);
+  }
+  out.constant(bytes);
+  out.constant(PIECES.dumpScopeName);
+  out.string(input.scope.name);
+  out.constant(PIECES.dumpScopeVersion);
+  writeNullable(input.scope.version, out);
+  out.constant(PIECES.dumpClose);
+}
+
+function writeStartOptionals(content: CallContent, spanId: string, out: JsonWriter): void {
+  if (content.displayName !== undefined) {
+    out.constant(PIECES.displayName);
+    out.string(content.displayName);
+  }
+  if (content.threadId !== undefined) {
+    out.constant(PIECES.threadId);
+    out.string(content.threadId);
+    if (content.isTurn) {
+      out.constant(PIECES.turnId);
+      out.string(spanId);
+    }
+  }
+  if (content.wbRunId !== undefined) {
+    out.constant(PIECES.wbRunId);
+    out.string(content.wbRunId);
+  }
+  if (content.wbRunStep !== undefined) {
+    out.constant(PIECES.wbRunStep);
+    out.number(content.wbRunStep);
+  }
+}
+
+/**
+ * One span's unflattened attributes, written so that each part of the tree is serialised once:
+ * the first time a leaf value or a branch is written (in `attributes`/`inputs`, or in
+ * `otel_dump.attributes`), where its bytes went is noted; later it is copied from there.
+ */
+class TreeWriter {
+  readonly tree: AttributeTree;
+  readonly #objects: object[];
+  readonly #laidOut: LaidOutAttributes;
+  readonly #out: JsonWriter;
+  /** `[value, from, to, ...]`: tree parts written so far, and where (see JsonWriter.value). */
+  readonly #written: unknown[] = [];
+
+  constructor(laidOut: LaidOutAttributes, out: JsonWriter) {
+    const { tree, objects } = buildTree(laidOut);
+    this.tree = tree;
+    this.#objects = objects;
+    this.#laidOut = laidOut;
+    this.#out = out;
+  }
+
+  /** `otel_dump.attributes`. */
+  writeRoot(): void {
+    this.#writeNode(0);
+  }
+
+  /**
+   * A call field made of tree parts (`attributes`, `inputs`, `output`): a tree part itself, or an
+   * object of the mapping's own whose members are tree parts (`{"input.value": <leaf>}`).
+   */
+  writeContent(value: unknown): void {
+    if (!isOwnObject(value) || this.#objects.includes(value) || this.#laidOut.values.includes(value)) {
+      this.#writePart(value);
+      return;
+    }
+    const out = this.#out;
+    out.byte(OBJECT_OPEN);
+    let first = true;
+    for (const key in value) {
+      if (!Object.hasOwn(value, key)) continue;
+      const member = (value as Record<string, unknown>)[key];
+      if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
+      if (!first) out.comma();
+      first = false;
+      out.key(key);
+      this.#writePart(member);
+    }
+    out.byte(OBJECT_CLOSE);
+  }
+
+  /** A leaf value, a branch, or any other value, copied when already written. */
+  #writePart(value: unknown): void {
+    const out = this.#out;
+    const repeatable = isRepeatable(value);
+    if (repeatable && out.copyIfWritten(value, this.#written)) return;
+    const node = typeof value === 'object' && value !== null ? this.#objects.indexOf(value) : -1;
+    if (node >= 0) {
+      this.#writeNode(node);
+      return;
+    }
+    const from = out.recordLength;
+    const position = repeatable ? this.#laidOut.values.indexOf(value) : -1;
+    const jsonText = position >= 0 ? this.#laidOut.jsonTexts[position] : undefined;
+    if (jsonText !== undefined) out.jsonText(jsonText);
+    else out.value(value, this.#written);
+    if (repeatable) this.#written.push(value, from, out.recordLength);
+  }
+
+  #writeNode(index: number): void {
+    const out = this.#out;
+    const object = this.#objects[index]!;
+    if (out.copyIfWritten(object, this.#written)) return;
+    const from = out.recordLength;
+    const { children, prefixes } = this.#laidOut.layout.nodes[index]!;
+    if (children.length === 0) {
+      out.ascii('{}');
+    } else {
+      const { values } = this.#laidOut;
+      for (let i = 0; i < children.length; i++) {
+        out.constant(prefixes[i]!);
+        const child = children[i]!;
+        if (child >= 0) this.#writeNode(child);
+        else this.#writePart(values[~child]);
+      }
+      out.byte(OBJECT_CLOSE);
+    }
+    this.#written.push(object, from, out.recordLength);
+  }
+}
+
+/** Values worth noting where they were written: objects, and strings long enough to copy. */
+function isRepeatable(value: unknown): boolean {
+  return (typeof value === 'object' && value !== null) || (typeof value === 'string' && value.length >= MIN_REPEATED_STRING);
+}
+
+/** A plain object (not a list) that JSON.stringify writes member by member. */
+function isOwnObject(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return (prototype === Object.prototype || prototype === null) && typeof (value as { toJSON?: unknown }).toJSON !== 'function';
 }

@@ -6,9 +6,18 @@ import { hrTimeToIso } from './timestamps.js';
 import { unflattenAttributes, type AttributeTree } from './unflatten.js';
 
 // A provider's resource is one object shared by all its spans (the SDK memoizes its attributes),
-// so its unflattened form is made once, not once per span. Weak: resources come and go with
-// providers, and OTLP ingest decodes a fresh one per request.
-const resourceCache = new WeakMap<object, Record<string, unknown>>();
+// so its dump is made once, not once per span: by the attributes object, then by dropped count.
+// Weak: resources come and go with providers, and OTLP ingest decodes a fresh one per request.
+const resourceCache = new WeakMap<object, Map<number, ResourceDump>>();
+/** Distinct dropped counts kept per resource: a resource whose count keeps changing is dumped each time. */
+const MAX_DROPPED_COUNTS_PER_RESOURCE = 8;
+const EMPTY_ATTRIBUTES: Readonly<Record<string, unknown>> = {};
+
+/** `otel_dump.resource`. */
+export interface ResourceDump {
+  readonly attributes: Record<string, unknown>;
+  readonly dropped_attributes_count: number;
+}
 
 /**
  * Builds `otel_dump` for a span whose attributes are already unflattened (`attributes`) and whose
@@ -32,15 +41,13 @@ export function buildOtelDump(
     attributes: attributes.root,
     events: span.events.length === 0 ? [] : span.events.map(dumpEvent),
     links: span.links.length === 0 ? [] : span.links.map(dumpLink),
-    resource: {
-      attributes: resourceAttributes(span.resource.attributes),
-      dropped_attributes_count: span.resource.droppedAttributesCount ?? 0,
-    },
+    resource: dumpResource(span.resource),
     scope: { name: span.scope.name, version: span.scope.version ?? null },
   };
 }
 
-function dumpEvent(event: SpanEventInput): Record<string, unknown> {
+/** One entry of `otel_dump.events`. */
+export function dumpEvent(event: SpanEventInput): Record<string, unknown> {
   return {
     name: event.name,
     timestamp: hrTimeToIso(event.time),
@@ -49,7 +56,8 @@ function dumpEvent(event: SpanEventInput): Record<string, unknown> {
   };
 }
 
-function dumpLink(link: SpanLinkInput): Record<string, unknown> {
+/** One entry of `otel_dump.links`. */
+export function dumpLink(link: SpanLinkInput): Record<string, unknown> {
   return {
     trace_id: link.traceId,
     span_id: link.spanId,
@@ -59,14 +67,24 @@ function dumpLink(link: SpanLinkInput): Record<string, unknown> {
   };
 }
 
-function resourceAttributes(attributes: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> {
-  if (attributes === undefined || attributes === null) return {};
-  let unflattened = resourceCache.get(attributes);
-  if (unflattened === undefined) {
-    unflattened = unflattenAttributes(attributes).root;
-    resourceCache.set(attributes, unflattened);
+/**
+ * `otel_dump.resource`: one object per provider resource (and dropped count), the same object for
+ * every span of it, so a writer may cache its JSON by identity. Read-only.
+ */
+export function dumpResource(resource: SpanInput['resource']): ResourceDump {
+  const attributes = resource.attributes ?? EMPTY_ATTRIBUTES;
+  const dropped = resource.droppedAttributesCount ?? 0;
+  let byDropped = resourceCache.get(attributes);
+  if (byDropped === undefined) {
+    byDropped = new Map();
+    resourceCache.set(attributes, byDropped);
   }
-  return unflattened;
+  let dump = byDropped.get(dropped);
+  if (dump === undefined) {
+    dump = { attributes: unflattenAttributes(attributes).root, dropped_attributes_count: dropped };
+    if (byDropped.size < MAX_DROPPED_COUNTS_PER_RESOURCE) byDropped.set(dropped, dump);
+  }
+  return dump;
 }
 
 /**

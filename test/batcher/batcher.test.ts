@@ -9,6 +9,7 @@ import { isTracingSuppressed } from '@opentelemetry/core';
 import { createBatcher, type Batcher } from '../../src/batcher/index.js';
 import { SLICE_BUDGET_MS } from '../../src/batcher/batcher.js';
 import type { SendOutcome } from '../../src/client/transport.js';
+import type { JsonWriter } from '../../src/wire/json-writer.js';
 import type { DeliveryOptions } from '../../src/options.js';
 import {
   FakeTransport,
@@ -124,50 +125,78 @@ describe('batching by count, bytes and interval (SPEC §4.2)', () => {
   });
 });
 
-describe('item texts from the codec (SPEC §4.2)', () => {
-  it("sends the codec's own item texts when it writes them, byte for byte, and never stringifies the items", async () => {
+describe('items the codec writes itself (SPEC §4.2)', () => {
+  it("sends the bytes the codec writes, byte for byte, and never stringifies the items", async () => {
     const codec = countingCodec();
     let written = 0;
-    const withTexts = {
+    const withWriter = {
       ...codec,
       toUpsertItems: () => {
-        throw new Error('toUpsertItems must not run when toUpsertTexts exists');
+        throw new Error('toUpsertItems must not run when writeUpsertItems exists');
       },
-      toUpsertTexts: (item: TestRecord) => {
+      writeUpsertItems: (item: TestRecord, out: JsonWriter) => {
         written += 1;
-        return [
-          `{"mode":"start","req":{"start":{"project_id":"acme/demo","id":"${item.id}","note":"é😀中\\u0001"}}}`,
-          `{"mode":"end","req":{"end":{"project_id":"acme/demo","id":"${item.id}"}}}`,
-        ];
+        out.jsonText(`{"mode":"start","req":{"start":{"project_id":"acme/demo","id":"${item.id}","note":"é😀中\\u0001"}}}`);
+        out.comma();
+        out.jsonText(`{"mode":"end","req":{"end":{"project_id":"acme/demo","id":"${item.id}"}}}`);
       },
     };
     const transport = new FakeTransport();
-    batcher = createBatcher(batcherOptions(transport, withTexts, { maxBatchItems: 4 }));
+    batcher = createBatcher(batcherOptions(transport, withWriter, { maxBatchItems: 4 }));
     addRecords(batcher, 0, 3);
     await batcher.forceFlush();
     expect(written).toBe(3);
     const bodies = transport.posted.map((request) => JSON.parse(request.body) as { batch: Array<Record<string, any>> });
+    expect(bodies.map((body) => body.batch.length)).toEqual([4, 2]);
     const starts = bodies.flatMap((body) => body.batch.filter((item) => item.mode === 'start'));
     expect(starts.map((item) => item.req.start.note)).toEqual(Array(3).fill('é😀中\u0001'));
     expect(transport.allIds()).toEqual([0, 1, 2].map((index) => record(index).id));
     expect(batcher.stats()).toMatchObject({ delivered: 3, queuedBytes: 0 });
   });
 
-  it('holds a text that V8 keeps at two bytes per character at that cost against maxQueueBytes', async () => {
+  it('drops a record whose writer throws half way as rejected, and sends the others whole', async () => {
+    const codec = countingCodec();
+    const halfWriting = {
+      ...codec,
+      writeUpsertItems: (item: TestRecord, out: JsonWriter) => {
+        out.jsonText(`{"mode":"start","req":{"start":{"project_id":"acme/demo","id":"${item.id}"}}}`);
+        if (item.payload === 'bad') throw new TypeError('cannot write this one');
+        out.comma();
+        out.jsonText(`{"mode":"end","req":{"end":{"project_id":"acme/demo","id":"${item.id}"}}}`);
+      },
+    };
+    const transport = new FakeTransport();
+    batcher = createBatcher(batcherOptions(transport, halfWriting));
+    batcher.add(record(1));
+    batcher.add(record(2, 'bad'));
+    batcher.add(record(3));
+    await batcher.forceFlush();
+    expect(transport.allIds()).toEqual([record(1).id, record(3).id]);
+    expect(JSON.parse(transport.posted[0]!.body).batch).toHaveLength(4);
+    expect(batcher.stats()).toMatchObject({ delivered: 2, dropped: { rejected: 1 }, queuedBytes: 0 });
+  });
+
+  it('holds a serialised record at its UTF-8 size against maxQueueBytes', async () => {
     const held = deferred<SendOutcome>();
     const { batcher } = setup({ flushIntervalMs: 10 }, () => held.promise);
-    const payload = '😀' + 'a'.repeat(20_000);
+    const payload = '😀' + 'é'.repeat(20_000);
     batcher.add(record(1, payload));
     await vi.advanceTimersByTimeAsync(20);
     await new Promise((resolve) => setImmediate(resolve));
-    // In flight now, so serialised: the start item holds the payload at 2 bytes per UTF-16 unit.
+    // In flight now, so serialised: held at the bytes its items take (2 per é, 4 for the emoji).
     expect(batcher.stats().inFlight).toBe(1);
-    expect(batcher.stats().queuedBytes).toBeGreaterThanOrEqual(2 * payload.length);
+    const itemBytes = toUpsertBytes(record(1, payload));
+    expect(batcher.stats().queuedBytes).toBe(itemBytes);
     held.resolve(OK);
     await batcher.forceFlush();
     expect(batcher.stats().queuedBytes).toBe(0);
   });
 });
+
+/** What the counting codec's items of `item` take in a body, without the separating comma. */
+function toUpsertBytes(item: TestRecord): number {
+  return Buffer.byteLength(countingCodec().toUpsertItems(item).map((part) => JSON.stringify(part)).join(','));
+}
 
 describe('nothing heavy inside add() (SPEC §4.2, §6 stall target)', () => {
   it('neither maps, stringifies nor posts inside add(), even when add() fills batches', async () => {

@@ -1,18 +1,41 @@
 /**
- * `toUpsertItemTexts` must give exactly the text of `JSON.stringify` over `toUpsertItems`: the
- * exporter sends the one, the server's OTLP ingest (and every other test) reasons about the other.
+ * `writeUpsertItems` must write the JSON of `toUpsertItems`: the exporter sends the one, the
+ * server's OTLP ingest (and every other test) reasons about the other. Byte for byte, except that
+ * an attribute value that was JSON text is written as that text (the same value, the
+ * instrumentation's own spacing).
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { toUpsertItemTexts, toUpsertItems, type SpanInput } from '../../src/mapping/index.js';
+import { toUpsertItems, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
+import { layOut } from '../../src/mapping/attribute-layout.js';
+import { JsonWriter } from '../../src/wire/json-writer.js';
 import { PROJECT, START, END, createTracing } from './fixtures.js';
 
+const writer = new JsonWriter();
+
+function writtenItems(span: SpanInput | ReadableSpan): string {
+  writer.begin();
+  writeUpsertItems(span, PROJECT, writer);
+  return Buffer.from(writer.end()).toString('utf8');
+}
+
 function expectSameText(span: SpanInput | ReadableSpan): void {
-  const expected = toUpsertItems(span, PROJECT).map((item) => JSON.stringify(item));
-  expect(toUpsertItemTexts(span, PROJECT)).toEqual(expected);
+  const expected = toUpsertItems(span, PROJECT)
+    .map((item) => JSON.stringify(item))
+    .join(',');
+  const written = writtenItems(span);
+  const hasJsonText = layOut(span.attributes)?.jsonTexts.some((text) => text !== undefined) ?? false;
+  if (!hasJsonText) {
+    expect(written).toBe(expected);
+    return;
+  }
+  // The same JSON value (a round trip through JSON.stringify normalises what JSON.parse reads
+  // past a double, such as 1e400, as the reference text has it).
+  const reparsed = JSON.parse(JSON.stringify(JSON.parse(`[${written}]`))) as unknown;
+  expect(reparsed).toEqual(JSON.parse(`[${expected}]`));
 }
 
 const HOSTILE_STRINGS = [
@@ -30,8 +53,8 @@ const HOSTILE_STRINGS = [
   '{not json',
 ];
 
-describe('toUpsertItemTexts (the text the exporter sends)', () => {
-  it('is the JSON.stringify text for spans of every shape the SDK makes', async () => {
+describe('writeUpsertItems (the JSON the exporter sends)', () => {
+  it('writes the JSON of the items for spans of every shape the SDK makes', async () => {
     const tracing = createTracing();
     const cases: Array<Parameters<typeof tracing.finish>[0]> = [
       {},
@@ -68,7 +91,7 @@ describe('toUpsertItemTexts (the text the exporter sends)', () => {
     await tracing.shutdown();
   });
 
-  it('is the JSON.stringify text when the resource is large, has dropped attributes, or differs between spans', async () => {
+  it('writes the JSON of the items when the resource is large, has dropped attributes, or differs between spans', async () => {
     const spans: ReadableSpan[] = [];
     for (const dropped of [0, 0, 3]) {
       const memory = new InMemorySpanExporter();
@@ -103,7 +126,7 @@ describe('toUpsertItemTexts (the text the exporter sends)', () => {
     expectSameText(handBuilt);
   });
 
-  it('is the JSON.stringify text for arbitrary attribute values (property)', async () => {
+  it('writes the JSON of the items for arbitrary attribute values (property)', async () => {
     const tracing = createTracing();
     const scalar = fc.oneof(
       fc.string({ unit: 'binary' }),
@@ -123,6 +146,27 @@ describe('toUpsertItemTexts (the text the exporter sends)', () => {
       }),
       { numRuns: 300 },
     );
+    await tracing.shutdown();
+  });
+
+  it('writes an attribute that was JSON text as that text, in otel_dump and in inputs or output', async () => {
+    const tracing = createTracing();
+    const prompt = '[ {"role": "user", "content": "hi é"},\n  {"n": 12345678901234567890} ]';
+    const answer = '{"text": "ok", "score": 1e400}';
+    const written = writtenItems(
+      tracing.finish({ attributes: { 'input.value': prompt, 'output.value': answer, 'gen_ai.system': 'openai' } }).span,
+    );
+    const [start, end] = JSON.parse(`[${written}]`) as Array<{ req: Record<string, any> }>;
+    // Twice in the start item (otel_dump.attributes and inputs), once more in the end item (output).
+    expect(written.split(prompt)).toHaveLength(3);
+    expect(written.split(answer)).toHaveLength(3);
+    expect(start!.req.start.inputs['input.value'][0].content).toBe('hi é');
+    expect(end!.req.end.output['output.value'].text).toBe('ok');
+    // A JSON text with a lone surrogate has no UTF-8 form: written from its value, escaped.
+    const lone = '["\ud800 raw"]';
+    const loneWritten = writtenItems(tracing.finish({ attributes: { 'input.value': lone } }).span);
+    expect(loneWritten).not.toContain(lone);
+    expect(loneWritten).toContain('\\ud800 raw');
     await tracing.shutdown();
   });
 });
