@@ -22,7 +22,7 @@
  * mapped with {@link toCallParts} and written from those objects. Tests compare both ways.
  */
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { encodeConstant, MIN_REPEATED_STRING, type JsonWriter } from '../wire/json-writer.js';
+import { encodeConstant, MIN_REPEATED_STRING, WrittenValues, type JsonWriter } from '../wire/json-writer.js';
 import { buildTree, layOut, type LaidOutAttributes } from './attribute-layout.js';
 import type { AttributeTree } from './unflatten.js';
 import { extractCallContent, type CallContent } from './content.js';
@@ -290,8 +290,7 @@ class TreeWriter {
   readonly #objects: object[];
   readonly #laidOut: LaidOutAttributes;
   readonly #out: JsonWriter;
-  /** `[value, from, to, ...]`: tree parts written so far, and where (see JsonWriter.value). */
-  readonly #written: unknown[] = [];
+  readonly #written = new WrittenValues();
 
   constructor(laidOut: LaidOutAttributes, out: JsonWriter) {
     const { tree, objects } = buildTree(laidOut);
@@ -312,7 +311,7 @@ class TreeWriter {
    */
   writeContent(value: unknown): void {
     if (!isOwnObject(value) || this.#objects.includes(value) || this.#laidOut.values.includes(value)) {
-      this.#writePart(value);
+      this.#writeContentPart(value);
       return;
     }
     const out = this.#out;
@@ -325,27 +324,23 @@ class TreeWriter {
       if (!first) out.comma();
       first = false;
       out.key(key);
-      this.#writePart(member);
+      this.#writeContentPart(member);
     }
     out.byte(OBJECT_CLOSE);
   }
 
-  /** A leaf value, a branch, or any other value, copied when already written. */
-  #writePart(value: unknown): void {
-    const out = this.#out;
-    const repeatable = isRepeatable(value);
-    if (repeatable && out.copyIfWritten(value, this.#written)) return;
-    const node = typeof value === 'object' && value !== null ? this.#objects.indexOf(value) : -1;
-    if (node >= 0) {
-      this.#writeNode(node);
-      return;
+  /** A value the content holds: a branch, a leaf value, or a value of the mapping's own. */
+  #writeContentPart(value: unknown): void {
+    if (typeof value === 'object' && value !== null) {
+      const node = this.#objects.indexOf(value);
+      if (node >= 0) {
+        this.#writeNode(node);
+        return;
+      }
     }
-    const from = out.recordLength;
-    const position = repeatable ? this.#laidOut.values.indexOf(value) : -1;
-    const jsonText = position >= 0 ? this.#laidOut.jsonTexts[position] : undefined;
-    if (jsonText !== undefined) out.jsonText(jsonText);
-    else out.value(value, this.#written);
-    if (repeatable) this.#written.push(value, from, out.recordLength);
+    const leaf = isRepeatable(value) ? this.#laidOut.values.indexOf(value) : -1;
+    if (leaf >= 0) this.#writeLeaf(leaf);
+    else this.#out.value(value, this.#written);
   }
 
   #writeNode(index: number): void {
@@ -357,16 +352,28 @@ class TreeWriter {
     if (children.length === 0) {
       out.ascii('{}');
     } else {
-      const { values } = this.#laidOut;
       for (let i = 0; i < children.length; i++) {
         out.constant(prefixes[i]!);
         const child = children[i]!;
         if (child >= 0) this.#writeNode(child);
-        else this.#writePart(values[~child]);
+        else this.#writeLeaf(~child);
       }
       out.byte(OBJECT_CLOSE);
     }
-    this.#written.push(object, from, out.recordLength);
+    this.#written.note(object, from, out.recordLength);
+  }
+
+  /** The value of the attribute at `position`: its JSON text if it was one, copied if written before. */
+  #writeLeaf(position: number): void {
+    const out = this.#out;
+    const value = this.#laidOut.values[position];
+    const repeatable = isRepeatable(value);
+    if (repeatable && out.copyIfWritten(value, this.#written)) return;
+    const from = out.recordLength;
+    const jsonText = this.#laidOut.jsonTexts[position];
+    if (jsonText !== undefined) out.jsonText(jsonText);
+    else out.value(value);
+    if (repeatable) this.#written.note(value, from, out.recordLength);
   }
 }
 

@@ -198,15 +198,15 @@ export class JsonWriter {
    * which `JSON.stringify` writes nothing for, `null`). Throws what `JSON.stringify` throws:
    * `TypeError` for a bigint or a cycle.
    *
-   * `written` lists values this record already holds, with where (`[value, from, to, ...]`,
-   * positions from {@link recordLength}): an object listed there (by identity), or a string of
-   * at least {@link MIN_REPEATED_STRING} characters equal to one listed, is copied from there.
+   * `written` lists values this record already holds, and where: an object listed there (by
+   * identity), or a string of at least {@link MIN_REPEATED_STRING} characters equal to one
+   * listed, is copied from there.
    */
-  value(value: unknown, written?: readonly unknown[]): void {
+  value(value: unknown, written?: WrittenValues): void {
     this.#value(value, written, 0);
   }
 
-  #value(value: unknown, written: readonly unknown[] | undefined, depth: number): void {
+  #value(value: unknown, written: WrittenValues | undefined, depth: number): void {
     switch (typeof value) {
       case 'string':
         if (written !== undefined && value.length >= MIN_REPEATED_STRING && this.copyIfWritten(value, written)) return;
@@ -242,20 +242,15 @@ export class JsonWriter {
     }
   }
 
-  /**
-   * Copies `value` from where `written` (`[value, from, to, ...]`, see {@link value}) says this
-   * record holds it; false when it is not listed.
-   */
-  copyIfWritten(value: unknown, written: readonly unknown[]): boolean {
-    for (let i = 0; i < written.length; i += 3) {
-      if (written[i] !== value) continue;
-      this.repeat(written[i + 1] as number, written[i + 2] as number);
-      return true;
-    }
-    return false;
+  /** Copies `value` from where `written` says this record holds it; false when it is not listed. */
+  copyIfWritten(value: unknown, written: WrittenValues): boolean {
+    const at = written.find(value);
+    if (at < 0) return false;
+    this.repeat(written.fromAt(at), written.toAt(at));
+    return true;
   }
 
-  #array(array: readonly unknown[], written: readonly unknown[] | undefined, depth: number): void {
+  #array(array: readonly unknown[], written: WrittenValues | undefined, depth: number): void {
     this.byte(0x5b);
     for (let i = 0; i < array.length; i++) {
       if (i > 0) this.byte(COMMA);
@@ -264,7 +259,7 @@ export class JsonWriter {
     this.byte(0x5d);
   }
 
-  #object(object: Record<string, unknown>, written: readonly unknown[] | undefined, depth: number): void {
+  #object(object: Record<string, unknown>, written: WrittenValues | undefined, depth: number): void {
     this.byte(0x7b);
     let first = true;
     for (const key in object) {
@@ -378,3 +373,46 @@ function isPlainData(value: object): boolean {
   if (prototype !== Object.prototype && prototype !== null) return false;
   return typeof (value as { toJSON?: unknown }).toJSON !== 'function';
 }
+
+/**
+ * Values a record already holds, and where (positions from {@link JsonWriter.recordLength}), for
+ * {@link JsonWriter.value} to copy instead of writing again. Objects match by identity, strings by
+ * value. A list while short (a span notes a dozen), a map past that, so a span with a hundred
+ * attributes does not look each one up in a long list.
+ */
+export class WrittenValues {
+  readonly #entries: unknown[] = [];
+  #index: Map<unknown, number> | undefined;
+
+  /** Notes that `value` is written at `from`..`to` of the record (the first note of a value wins). */
+  note(value: unknown, from: number, to: number): void {
+    if (this.find(value) >= 0) return;
+    const at = this.#entries.length;
+    this.#entries.push(value, from, to);
+    if (this.#index !== undefined) this.#index.set(value, at);
+    else if (at >= SHORT_LIST_ENTRIES * 3) this.#index = new Map(this.#listed());
+  }
+
+  /** Where `value` is noted (for {@link fromAt} / {@link toAt}), or -1. */
+  find(value: unknown): number {
+    if (this.#index !== undefined) return this.#index.get(value) ?? -1;
+    const entries = this.#entries;
+    for (let i = 0; i < entries.length; i += 3) if (entries[i] === value) return i;
+    return -1;
+  }
+
+  fromAt(at: number): number {
+    return this.#entries[at + 1] as number;
+  }
+
+  toAt(at: number): number {
+    return this.#entries[at + 2] as number;
+  }
+
+  *#listed(): Iterable<[unknown, number]> {
+    for (let i = 0; i < this.#entries.length; i += 3) yield [this.#entries[i], i];
+  }
+}
+
+/** Entries {@link WrittenValues} scans as a list before it builds a map. */
+const SHORT_LIST_ENTRIES = 16;

@@ -85,6 +85,15 @@ describe('writeUpsertItems (the JSON the exporter sends)', () => {
         exception: new TypeError('boom "quoted"'),
       },
       { status: { code: SpanStatusCode.OK }, kind: 2 },
+      // Enough attributes (with long values, repeated ones) for the lookups of written parts to use a map.
+      {
+        attributes: {
+          ...Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`attr.${i % 10}.k${i}`, i % 3 === 0 ? i : `${'v'.repeat(30)}${i % 7}`])),
+          'input.value': `${'v'.repeat(30)}1`,
+          'output.value': `${'v'.repeat(30)}2`,
+          'gen_ai.system': `${'v'.repeat(30)}3`,
+        },
+      },
       ...HOSTILE_STRINGS.map((text, index) => ({ name: text || 'empty', attributes: { [`k${index}`]: text, 'input.value': text, [text || 'e']: text } })),
     ];
     for (const spec of cases) expectSameText(tracing.finish(spec).span);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { JsonWriter, encodeConstant } from '../../src/wire/json-writer.js';
+import { JsonWriter, WrittenValues, encodeConstant } from '../../src/wire/json-writer.js';
 
 function written(write: (out: JsonWriter) => void, out = new JsonWriter()): string {
   out.begin();
@@ -109,13 +109,30 @@ describe('JsonWriter', () => {
     out.string(long);
     const longTo = out.recordLength;
     out.comma();
-    const written = [parsed, from, to, long, longFrom, longTo, short, longFrom, longTo];
+    const written = new WrittenValues();
+    written.note(parsed, from, to);
+    written.note(long, longFrom, longTo);
+    written.note(short, longFrom, longTo);
     out.value({ again: parsed, other: equalButOther, text: `${long}`, short }, written);
     out.byte(0x5d);
     const json = Buffer.from(out.end()).toString('utf8');
     expect(json).toBe(
       `[[ {"role": "user", "content": "hi"} ],${JSON.stringify(long)},{"again":[ {"role": "user", "content": "hi"} ],"other":${JSON.stringify(equalButOther)},"text":${JSON.stringify(long)},"short":"short"}]`,
     );
+  });
+
+  it('finds noted values in a long list as in a short one', () => {
+    const written = new WrittenValues();
+    const objects = Array.from({ length: 100 }, (_, i) => ({ i }));
+    objects.forEach((object, i) => written.note(object, i, i + 1));
+    written.note(objects[3], 50, 60);
+    for (let i = 0; i < 100; i += 1) {
+      const at = written.find(objects[i]);
+      expect([written.fromAt(at), written.toAt(at)]).toEqual([i, i + 1]);
+      written.note(`a string long enough to be noted, number ${i}`, 1000 + i, 2000 + i);
+    }
+    expect(written.find({ i: 3 })).toBe(-1);
+    expect(written.toAt(written.find(`a string long enough to be noted, number ${7}`))).toBe(2007);
   });
 
   it('copies from a record that moved to a new slab half way', () => {
@@ -130,7 +147,9 @@ describe('JsonWriter', () => {
     const to = out.recordLength;
     out.comma();
     // The slab (256 KiB) cannot take a second copy: the record moves, positions stay valid.
-    out.value(value, [value, 1, to]);
+    const written = new WrittenValues();
+    written.note(value, 1, to);
+    out.value(value, written);
     out.byte(0x5d);
     expect(Buffer.from(out.end()).toString()).toBe(JSON.stringify([value, value]));
   });
