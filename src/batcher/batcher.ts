@@ -42,6 +42,8 @@ export interface RecordCodec<T> {
   writeUpsertItems?(record: T, out: JsonWriter): void;
   /** The record as one `calls/complete` entry (complete-mode projects). */
   toCompletedCall(record: T): unknown;
+  /** Writes that entry's JSON into `out`, as `writeUpsertItems` does for the items. */
+  writeCompletedCall?(record: T, out: JsonWriter): void;
 }
 
 export interface BatcherOptions<T> extends ResolvedDelivery {
@@ -435,6 +437,9 @@ class QueueBatcher<T> implements Batcher<T> {
       if (mode === 'upsert' && codec.writeUpsertItems !== undefined) {
         codec.writeUpsertItems(record, out);
         this.#setJson(entry, out.end(), 2, mode);
+      } else if (mode === 'complete' && codec.writeCompletedCall !== undefined) {
+        codec.writeCompletedCall(record, out);
+        this.#setJson(entry, out.end(), 1, mode);
       } else {
         const items = mode === 'upsert' ? codec.toUpsertItems(record) : [codec.toCompletedCall(record)];
         this.#setJson(entry, writeItems(items, out), items.length, mode);

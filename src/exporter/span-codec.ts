@@ -5,7 +5,7 @@
  */
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { RecordCodec } from '../batcher/index.js';
-import { toCompletedCall, toUpsertItems, writeUpsertItems, type SpanInput } from '../mapping/index.js';
+import { toCompletedCall, toUpsertItems, writeCompletedCall, writeUpsertItems, type SpanInput } from '../mapping/index.js';
 
 /** What the codec maps: an SDK span (main-thread delivery) or its copy (the delivery worker). */
 export type ExportedSpan = ReadableSpan | SpanInput;
@@ -43,6 +43,7 @@ export function createSpanCodec(projectId: string): RecordCodec<ExportedSpan> {
     // The JSON of toUpsertItems, written straight into the batch's bytes (mapping/call-json.ts).
     writeUpsertItems: (span, out) => writeUpsertItems(span, projectId, out),
     toCompletedCall: (span) => toCompletedCall(span, projectId),
+    writeCompletedCall: (span, out) => writeCompletedCall(span, projectId, out),
   };
 }
 

@@ -30,7 +30,7 @@ import { toOpName } from './names.js';
 import { dumpEvent, dumpLink, dumpResource, exceptionText } from './otel-dump.js';
 import { fromReadableSpan, isReadableSpan, type SpanInput } from './span-input.js';
 import { hrTimeToIso } from './timestamps.js';
-import { toCallParts } from './to-call.js';
+import { toCallParts, toCompletedCall } from './to-call.js';
 
 const START_ITEM_OPEN = encodeConstant('{"mode":"start","req":{"start":');
 const END_ITEM_OPEN = encodeConstant('{"mode":"end","req":{"end":');
@@ -41,7 +41,8 @@ const EMPTY_LIST = encodeConstant('[]');
 
 /** Pre-encoded pieces of the fast path, in the order the items carry them. */
 const PIECES = {
-  projectId: encodeConstant('{"mode":"start","req":{"start":{"project_id":'),
+  startOpen: encodeConstant('{"mode":"start","req":{"start":{"project_id":'),
+  projectIdMember: encodeConstant('"project_id":'),
   id: encodeConstant(',"id":'),
   traceId: encodeConstant(',"trace_id":'),
   parentId: encodeConstant(',"parent_id":'),
@@ -71,8 +72,8 @@ const PIECES = {
   turnId: encodeConstant(',"turn_id":'),
   wbRunId: encodeConstant(',"wb_run_id":'),
   wbRunStep: encodeConstant(',"wb_run_step":'),
-  startClose: encodeConstant('}}}'),
-  endProjectId: encodeConstant('{"mode":"end","req":{"end":{"project_id":'),
+  itemClose: encodeConstant('}}}'),
+  endOpen: encodeConstant('{"mode":"end","req":{"end":{"project_id":'),
   endedAt: encodeConstant(',"ended_at":'),
   output: encodeConstant(',"output":'),
   summary: encodeConstant(',"summary":'),
@@ -98,11 +99,7 @@ const resourceBytes = new WeakMap<object, Uint8Array>();
  */
 export function writeUpsertItems(span: SpanInput | ReadableSpan, projectId: string, out: JsonWriter): void {
   const from = out.recordLength;
-  try {
-    if (writeFast(span, projectId, out)) return;
-  } catch {
-    // Whatever failed, the object path below maps the span with its notes (or throws itself).
-  }
+  if (tryFastPath(span, projectId, out, writeUpsertFast)) return;
   out.rewind(from);
   const { start, end } = toCallParts(span, projectId);
   out.constant(START_ITEM_OPEN);
@@ -114,51 +111,118 @@ export function writeUpsertItems(span: SpanInput | ReadableSpan, projectId: stri
   out.constant(ITEM_CLOSE);
 }
 
-/** The fast path; false (having written nothing useful) for a span it does not take. */
-function writeFast(span: SpanInput | ReadableSpan, projectId: string, out: JsonWriter): boolean {
-  const input = isReadableSpan(span) ? fromReadableSpan(span) : span;
-  if (!hasPlainFields(input)) return false;
-  const laidOut = layOut(input.attributes);
-  if (laidOut === undefined) return false;
-  const tree = new TreeWriter(laidOut, out);
-  const content = extractCallContent(tree.tree, projectId);
-  const startedAt = hrTimeToIso(input.startTime);
-  const endedAt = hrTimeToIso(input.endTime);
-  const opName = toOpName(input.name);
-  const exception = exceptionText(input);
-  const { spanId, traceId } = input;
-  const parentId = input.parentSpanId || undefined;
+/**
+ * Writes a span as one entry of `/v2/{entity}/{project}/calls/complete` (complete-mode projects):
+ * the JSON of {@link toCompletedCall}, written the way {@link writeUpsertItems} writes items.
+ *
+ * @example
+ * writeCompletedCall(readableSpan, 'acme/demo', out);
+ */
+export function writeCompletedCall(span: SpanInput | ReadableSpan, projectId: string, out: JsonWriter): void {
+  const from = out.recordLength;
+  if (tryFastPath(span, projectId, out, writeCompletedFast)) return;
+  out.rewind(from);
+  out.value(toCompletedCall(span, projectId));
+}
 
-  // Member order: that of the objects toCallParts builds (tests compare the bytes).
-  out.constant(PIECES.projectId);
-  out.string(projectId);
+/** What the fast path has read and mapped of a span before writing it. */
+interface FastCall {
+  readonly input: SpanInput;
+  readonly projectId: string;
+  readonly tree: TreeWriter;
+  readonly content: CallContent;
+  readonly startedAt: string;
+  readonly endedAt: string;
+  readonly opName: string;
+  readonly exception: string | undefined;
+}
+
+/** Runs the fast path; false when the span is not for it or it failed (the caller rewinds). */
+function tryFastPath(
+  span: SpanInput | ReadableSpan,
+  projectId: string,
+  out: JsonWriter,
+  write: (call: FastCall, out: JsonWriter) => void,
+): boolean {
+  try {
+    const input = isReadableSpan(span) ? fromReadableSpan(span) : span;
+    if (!hasPlainFields(input)) return false;
+    const laidOut = layOut(input.attributes);
+    if (laidOut === undefined) return false;
+    const tree = new TreeWriter(laidOut, out);
+    write(
+      {
+        input,
+        projectId,
+        tree,
+        content: extractCallContent(tree.tree, projectId),
+        startedAt: hrTimeToIso(input.startTime),
+        endedAt: hrTimeToIso(input.endTime),
+        opName: toOpName(input.name),
+        exception: exceptionText(input),
+      },
+      out,
+    );
+    return true;
+  } catch {
+    // Whatever failed, the object path maps the span with its notes (or throws itself).
+    return false;
+  }
+}
+
+function writeUpsertFast(call: FastCall, out: JsonWriter): void {
+  out.constant(PIECES.startOpen);
+  writeStartMembers(call, out);
+  out.constant(PIECES.itemClose);
+  out.comma();
+  out.constant(PIECES.endOpen);
+  out.string(call.projectId);
   out.constant(PIECES.id);
-  out.string(spanId);
+  out.string(call.input.spanId);
+  writeEndMembers(call, out);
+  out.constant(PIECES.itemClose);
+}
+
+function writeCompletedFast(call: FastCall, out: JsonWriter): void {
+  out.byte(OBJECT_OPEN);
+  out.constant(PIECES.projectIdMember);
+  writeStartMembers(call, out);
+  writeEndMembers(call, out);
+  out.byte(OBJECT_CLOSE);
+}
+
+/**
+ * The start part's members, from `project_id`'s value on (the caller writes the opening), in the
+ * order toCallParts builds them (tests compare the bytes).
+ */
+function writeStartMembers(call: FastCall, out: JsonWriter): void {
+  const { input, tree, content } = call;
+  out.string(call.projectId);
+  out.constant(PIECES.id);
+  out.string(input.spanId);
   out.constant(PIECES.traceId);
-  out.string(traceId);
+  out.string(input.traceId);
   out.constant(PIECES.parentId);
-  writeNullable(parentId, out);
+  writeNullable(input.parentSpanId || undefined, out);
   out.constant(PIECES.opName);
-  out.string(opName);
+  out.string(call.opName);
   out.constant(PIECES.startedAt);
-  out.quotedAscii(startedAt);
+  out.quotedAscii(call.startedAt);
   out.constant(PIECES.attributes);
   tree.writeContent(content.attributes);
   out.constant(PIECES.inputs);
   tree.writeContent(content.inputs);
-  writeOtelDump(input, tree, startedAt, endedAt, out);
-  writeStartOptionals(content, spanId, out);
-  out.constant(PIECES.startClose);
-  out.comma();
+  writeOtelDump(call, out);
+  writeStartOptionals(content, input.spanId, out);
+}
 
-  out.constant(PIECES.endProjectId);
-  out.string(projectId);
-  out.constant(PIECES.id);
-  out.string(spanId);
+/** The end part's members after its `id`: `ended_at` on. */
+function writeEndMembers(call: FastCall, out: JsonWriter): void {
+  const { content } = call;
   out.constant(PIECES.endedAt);
-  out.quotedAscii(endedAt);
+  out.quotedAscii(call.endedAt);
   out.constant(PIECES.output);
-  tree.writeContent(content.output);
+  call.tree.writeContent(content.output);
   out.constant(PIECES.summary);
   if (content.usage === undefined) {
     out.ascii('{}');
@@ -167,16 +231,14 @@ function writeFast(span: SpanInput | ReadableSpan, projectId: string, out: JsonW
     out.value(content.usage);
     out.byte(OBJECT_CLOSE);
   }
-  if (exception !== undefined) {
+  if (call.exception !== undefined) {
     out.constant(PIECES.exception);
-    out.string(exception);
+    out.string(call.exception);
   }
   if (content.wbRunStepEnd !== undefined) {
     out.constant(PIECES.wbRunStepEnd);
     out.number(content.wbRunStepEnd);
   }
-  out.constant(PIECES.startClose);
-  return true;
 }
 
 /**
@@ -212,7 +274,7 @@ function writeNullable(text: string | undefined, out: JsonWriter): void {
   else out.string(text);
 }
 
-function writeOtelDump(input: SpanInput, tree: TreeWriter, startedAt: string, endedAt: string, out: JsonWriter): void {
+function writeOtelDump({ input, tree, startedAt, endedAt }: FastCall, out: JsonWriter): void {
   out.constant(PIECES.dumpName);
   out.string(input.name);
   out.constant(PIECES.dumpTraceId);

@@ -1,7 +1,7 @@
 /** Span -> call mapping (SPEC §3), shared by the exporter and the server's OTLP ingest. */
 export { toCallParts, toUpsertItems, toCompletedCall, readSpan, MAPPING_ERROR_ATTRIBUTE } from './to-call.js';
 export type { CallParts } from './to-call.js';
-export { writeUpsertItems } from './call-json.js';
+export { writeCompletedCall, writeUpsertItems } from './call-json.js';
 export { fromReadableSpan, isReadableSpan, kindFromJs, kindFromOtlp, linksOf, statusCodeName } from './span-input.js';
 export type {
   HrTime,

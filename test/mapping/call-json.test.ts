@@ -1,15 +1,15 @@
 /**
- * `writeUpsertItems` must write the JSON of `toUpsertItems`: the exporter sends the one, the
- * server's OTLP ingest (and every other test) reasons about the other. Byte for byte, except that
- * an attribute value that was JSON text is written as that text (the same value, the
- * instrumentation's own spacing).
+ * `writeUpsertItems` must write the JSON of `toUpsertItems`, and `writeCompletedCall` that of
+ * `toCompletedCall`: the exporter sends the one, the server's OTLP ingest (and every other test)
+ * reasons about the other. Byte for byte, except that an attribute value that was JSON text is
+ * written as that text (the same value, the instrumentation's own spacing).
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { toUpsertItems, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
+import { toCompletedCall, toUpsertItems, writeCompletedCall, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
 import { layOut } from '../../src/mapping/attribute-layout.js';
 import { JsonWriter } from '../../src/wire/json-writer.js';
 import { PROJECT, START, END, createTracing } from './fixtures.js';
@@ -22,20 +22,29 @@ function writtenItems(span: SpanInput | ReadableSpan): string {
   return Buffer.from(writer.end()).toString('utf8');
 }
 
+function writtenCompletedCall(span: SpanInput | ReadableSpan): string {
+  writer.begin();
+  writeCompletedCall(span, PROJECT, writer);
+  return Buffer.from(writer.end()).toString('utf8');
+}
+
+/** Both writers against JSON.stringify of the object mapping: upsert items and the completed call. */
 function expectSameText(span: SpanInput | ReadableSpan): void {
-  const expected = toUpsertItems(span, PROJECT)
-    .map((item) => JSON.stringify(item))
-    .join(',');
-  const written = writtenItems(span);
   const hasJsonText = layOut(span.attributes)?.jsonTexts.some((text) => text !== undefined) ?? false;
-  if (!hasJsonText) {
-    expect(written).toBe(expected);
-    return;
+  const pairs: Array<[written: string, expected: string]> = [
+    [writtenItems(span), toUpsertItems(span, PROJECT).map((item) => JSON.stringify(item)).join(',')],
+    [writtenCompletedCall(span), JSON.stringify(toCompletedCall(span, PROJECT))],
+  ];
+  for (const [written, expected] of pairs) {
+    if (!hasJsonText) {
+      expect(written).toBe(expected);
+      continue;
+    }
+    // The same JSON value (a round trip through JSON.stringify normalises what JSON.parse reads
+    // past a double, such as 1e400, as the reference text has it).
+    const reparsed = JSON.parse(JSON.stringify(JSON.parse(`[${written}]`))) as unknown;
+    expect(reparsed).toEqual(JSON.parse(`[${expected}]`));
   }
-  // The same JSON value (a round trip through JSON.stringify normalises what JSON.parse reads
-  // past a double, such as 1e400, as the reference text has it).
-  const reparsed = JSON.parse(JSON.stringify(JSON.parse(`[${written}]`))) as unknown;
-  expect(reparsed).toEqual(JSON.parse(`[${expected}]`));
 }
 
 const HOSTILE_STRINGS = [
