@@ -116,31 +116,53 @@ function isFreeForm(schema: Schema): boolean {
   return entries.length === 1 && entries[0]?.[0] === '^.*$' && Object.keys(entries[0][1]).length === 0;
 }
 
+/** A field an object schema names, matched by the bytes of its key token. */
+interface NamedField {
+  readonly name: string;
+  /** The key as it appears in a body: `"name"` (field names need no escapes). */
+  readonly token: Buffer;
+  /** This field's bit in the masks of fields seen and required. */
+  readonly bit: number;
+  readonly read: ValueReader;
+}
+
+/** Fields one object schema may name: one bit each in a 32-bit mask. */
+const MAX_NAMED_FIELDS = 31;
+
 function compileObject(schema: Schema, where: string): ValueReader {
   if (schema.patternProperties !== undefined) throw new TypeError(`createVerbatimBodyReader: patternProperties beside properties at ${where}`);
-  const fields = new Map<string, ValueReader>();
-  for (const [name, property] of Object.entries(schema.properties ?? {})) fields.set(name, compile(property, `${where}.${name}`));
-  const required = schema.required ?? [];
+  const entries = Object.entries(schema.properties ?? {});
+  if (entries.length > MAX_NAMED_FIELDS) throw new TypeError(`createVerbatimBodyReader: more than ${MAX_NAMED_FIELDS} properties at ${where}`);
+  const fields = entries.map(([name, property], index): NamedField => {
+    const token = Buffer.from(JSON.stringify(name), 'utf8');
+    if (token.length !== name.length + 2) throw new TypeError(`createVerbatimBodyReader: property name ${token.toString()} needs escapes at ${where}`);
+    return { name, token, bit: 1 << index, read: compile(property, `${where}.${name}`) };
+  });
+  // Keys are looked up by their token's length, then compared byte by byte: no key is decoded.
+  const byTokenLength: NamedField[][] = [];
+  for (const field of fields) (byTokenLength[field.token.length] ??= []).push(field);
+  const required = fields.filter((field) => schema.required?.includes(field.name)).reduce((mask, field) => mask | field.bit, 0);
   const closed = schema.additionalProperties === false;
   return (cursor) => {
     const object: Record<string, unknown> = {};
+    let seen = 0;
     cursor.open(OPEN_BRACE);
     if (!cursor.closes(CLOSE_BRACE)) {
       do {
-        const key = cursor.readKey();
-        const read = fields.get(key);
-        if (read === undefined) {
+        const field = cursor.readKey(byTokenLength);
+        if (field === null) {
           // Fields the schema leaves open are not the route's business: checked, not kept.
           if (closed) throw TAKE_PARSED_PATH;
           cursor.skipCanonicalValue();
         } else {
           // A repeated field: JSON.parse keeps the last, which this reader does not try to match.
-          if (Object.hasOwn(object, key)) throw TAKE_PARSED_PATH;
-          object[key] = read(cursor);
+          if ((seen & field.bit) !== 0) throw TAKE_PARSED_PATH;
+          seen |= field.bit;
+          object[field.name] = field.read(cursor);
         }
       } while (cursor.continues(CLOSE_BRACE));
     }
-    for (const name of required) if (!Object.hasOwn(object, name)) throw TAKE_PARSED_PATH;
+    if ((seen & required) !== required) throw TAKE_PARSED_PATH;
     return object;
   };
 }
@@ -224,6 +246,9 @@ const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 
+/** Key tokens the body parser refuses as prototype poisoning. */
+const POISONING_KEYS = ['"__proto__"', '"constructor"'].map((token) => Buffer.from(token));
+
 /** JSON's insignificant whitespace: space, tab, line feed, carriage return. */
 const WHITESPACE = new Uint8Array(256);
 for (const char of ' \t\n\r') WHITESPACE[char.charCodeAt(0)] = 1;
@@ -286,15 +311,21 @@ class Cursor {
     throw TAKE_PARSED_PATH;
   }
 
-  /** A member's key and the colon after it. The body parser refuses the poisoning keys. */
-  readKey(): string {
-    if (this.peekType() !== 'string') throw TAKE_PARSED_PATH;
-    const key = this.readString();
-    if (key === '__proto__' || key === 'constructor') throw TAKE_PARSED_PATH;
+  /**
+   * A member's key and the colon after it: the named field it is, or null for another key.
+   * The body parser refuses the poisoning keys (whose tokens need no escapes either).
+   */
+  readKey(fieldsByTokenLength: ReadonlyArray<readonly NamedField[] | undefined>): NamedField | null {
+    this.skipWhitespace();
+    const start = this.at;
+    if (this.bytes[start] !== QUOTE) throw TAKE_PARSED_PATH;
+    const end = this.#endOf(endOfCanonicalString(this.bytes, start));
+    const field = this.#fieldAt(start, fieldsByTokenLength[end - start]);
+    if (field === null && this.#isPoisoningKeyAt(start, end)) throw TAKE_PARSED_PATH;
     this.skipWhitespace();
     if (this.bytes[this.at] !== COLON) throw TAKE_PARSED_PATH;
     this.at++;
-    return key;
+    return field;
   }
 
   readString(): string {
@@ -329,6 +360,23 @@ class Cursor {
     const start = this.at;
     const end = this.#endOf(endOfCanonicalJson(this.bytes, start));
     return new VerbatimJson(this.bytes.toString(this.#encoding, start, end));
+  }
+
+  #fieldAt(start: number, candidates: readonly NamedField[] | undefined): NamedField | null {
+    if (candidates === undefined) return null;
+    for (const candidate of candidates) if (this.#holdsAt(start, candidate.token)) return candidate;
+    return null;
+  }
+
+  #isPoisoningKeyAt(start: number, end: number): boolean {
+    for (const token of POISONING_KEYS) if (token.length === end - start && this.#holdsAt(start, token)) return true;
+    return false;
+  }
+
+  /** Whether the body holds `token` at `start`. */
+  #holdsAt(start: number, token: Uint8Array): boolean {
+    for (let i = 0; i < token.length; i++) if (this.bytes[start + i] !== token[i]) return false;
+    return true;
   }
 
   /** Move to `end` (a scan's answer), or leave for the parsed path. */

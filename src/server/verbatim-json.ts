@@ -208,15 +208,18 @@ const SAFE_INTEGER_DIGITS = 15;
 export function endOfCanonicalNumber(bytes: Uint8Array, start: number): number {
   let at = start;
   let byte = bytes[at] as number;
-  // The common case, an integer such as a token count: digits without a leading zero.
+  // The common cases, a count or a zero: digits without a leading zero, or `0` alone.
   if (byte >= DIGIT_1 && byte <= DIGIT_9) {
     do byte = bytes[++at] as number;
     while (byte >= DIGIT_0 && byte <= DIGIT_9);
     if (!isNumberChar(byte) && at - start <= SAFE_INTEGER_DIGITS) return at;
+  } else if (byte === DIGIT_0 && !isNumberChar(bytes[at + 1])) {
+    return at + 1;
   }
   while (isNumberChar(bytes[at])) at++;
   if (at === start) return NOT_CANONICAL;
-  const token = latin1(bytes, start, at);
+  let token = '';
+  for (let i = start; i < at; i++) token += String.fromCharCode(bytes[i] as number);
   return String(Number(token)) === token ? at : NOT_CANONICAL;
 }
 
@@ -236,8 +239,3 @@ function endOfLiteral(bytes: Uint8Array, at: number): number {
 }
 
 const LITERALS = ['true', 'false', 'null'];
-
-/** `bytes[start, end)` as text, each byte one character (the tokens this reads are ASCII). */
-function latin1(bytes: Uint8Array, start: number, end: number): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('latin1');
-}

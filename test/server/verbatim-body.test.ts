@@ -143,6 +143,10 @@ describe('createVerbatimBodyReader', () => {
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Literal('x') }))).toThrow(/"const"/);
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Union([Type.String(), Type.String()]) }))).toThrow(/two anyOf branches/);
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Record(Type.String(), Type.String()) }))).toThrow(/patternProperties|unsupported/);
+    // Keys are matched by their bytes, one bit each in a mask of the fields seen.
+    expect(() => createVerbatimBodyReader(Type.Object({ 'say "hi"': Type.String() }))).toThrow(/needs escapes/);
+    const many = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`f${i}`, Type.String()]));
+    expect(() => createVerbatimBodyReader(Type.Object(many))).toThrow(/more than 31 properties/);
   });
 
   it('reads the other shapes it supports: numbers, booleans, lists, free-form objects and values', () => {
