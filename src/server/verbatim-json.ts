@@ -29,9 +29,10 @@ export const MAX_VERBATIM_NESTING = 64;
 
 /**
  * An object with more keys than this is left to the parsed path: the duplicate check compares
- * each key with the object's earlier ones, so its cost grows with the square of this.
+ * each key's hash with the object's earlier ones, so its cost grows with the square of this.
+ * (The exporter's objects have at most 12.)
  */
-export const MAX_VERBATIM_KEYS = 64;
+export const MAX_VERBATIM_KEYS = 32;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -47,15 +48,17 @@ const DIGIT_1 = 0x31;
 const DIGIT_9 = 0x39;
 const LOWER_U = 0x75;
 
+/** Int32 slots per key in `keySpans`: start, end, hash. */
+const KEY_SLOTS = 3;
+
 /** `NOT_CANONICAL` is what every scanning function answers for bytes the parsed path must take. */
 export const NOT_CANONICAL = -1;
 
 /**
- * Where the key spans of the objects being scanned are kept: `[start, end)` pairs, one region per
- * nesting level. Shared by every call (JavaScript runs one scan at a time), so scanning allocates
- * nothing.
+ * The keys of the objects being scanned: `[start, end, hash]` per key, one region per nesting
+ * level. Shared by every call (JavaScript runs one scan at a time), so scanning allocates nothing.
  */
-const keySpans = new Int32Array(MAX_VERBATIM_NESTING * MAX_VERBATIM_KEYS * 2 + 2);
+const keySpans = new Int32Array(MAX_VERBATIM_NESTING * MAX_VERBATIM_KEYS * KEY_SLOTS);
 
 /**
  * The index just past the canonical JSON value starting at `start`, or NOT_CANONICAL.
@@ -87,10 +90,13 @@ function endOfObject(bytes: Uint8Array, open: number, depth: number, keysTop: nu
     const keyStart = at;
     const keyEnd = bytes[at] === QUOTE ? endOfCanonicalString(bytes, at) : NOT_CANONICAL;
     if (keyEnd === NOT_CANONICAL || !isPlainKey(bytes, keyStart, keyEnd)) return NOT_CANONICAL;
-    if (keysTop - keysBase >= MAX_VERBATIM_KEYS * 2 || isEarlierKey(bytes, keyStart, keyEnd, keysBase, keysTop)) return NOT_CANONICAL;
+    if (keysTop - keysBase >= MAX_VERBATIM_KEYS * KEY_SLOTS) return NOT_CANONICAL;
+    const hash = hashOf(bytes, keyStart, keyEnd);
+    if (isEarlierKey(bytes, keyStart, keyEnd, hash, keysBase, keysTop)) return NOT_CANONICAL;
     keySpans[keysTop] = keyStart;
     keySpans[keysTop + 1] = keyEnd;
-    keysTop += 2;
+    keySpans[keysTop + 2] = hash;
+    keysTop += KEY_SLOTS;
     if (bytes[keyEnd] !== COLON) return NOT_CANONICAL;
     at = endOfValue(bytes, keyEnd + 1, depth, keysTop);
     if (at === NOT_CANONICAL) return NOT_CANONICAL;
@@ -183,11 +189,14 @@ function sameAsciiAt(bytes: Uint8Array, at: number, text: string): boolean {
 
 /**
  * Whether the key token `[start, end)` equals one in `keySpans[from, to)`. Canonical tokens are
- * equal exactly when the keys they stand for are (the encoding is one-to-one).
+ * equal exactly when the keys they stand for are (the encoding is one-to-one). Hashes are
+ * compared first: keys of one length sharing a long prefix would otherwise make each comparison
+ * as long as the keys (measured: 39 ns per body byte against JSON.parse's 1-5).
  */
-function isEarlierKey(bytes: Uint8Array, start: number, end: number, from: number, to: number): boolean {
+function isEarlierKey(bytes: Uint8Array, start: number, end: number, hash: number, from: number, to: number): boolean {
   const length = end - start;
-  for (let k = from; k < to; k += 2) {
+  for (let k = from; k < to; k += KEY_SLOTS) {
+    if (keySpans[k + 2] !== hash) continue;
     const earlier = keySpans[k] as number;
     if ((keySpans[k + 1] as number) - earlier !== length) continue;
     let i = 1; // both start with a quote
@@ -195,6 +204,13 @@ function isEarlierKey(bytes: Uint8Array, start: number, end: number, from: numbe
     if (i === length) return true;
   }
   return false;
+}
+
+/** FNV-1a of the bytes `[start, end)`, as an int32. */
+function hashOf(bytes: Uint8Array, start: number, end: number): number {
+  let hash = 0x811c9dc5 | 0;
+  for (let i = start; i < end; i++) hash = Math.imul(hash ^ (bytes[i] as number), 0x01000193);
+  return hash;
 }
 
 /** Integers of at most this many digits are exact doubles that print as written. */

@@ -30,7 +30,7 @@ describe('endOfCanonicalJson', () => {
   it.each([
     '{}', '[]', '""', '0', '-1', '-1.5', '0.1', '123456789012345', '1e+21', '1.5e-7', '9007199254740993'.slice(0, 15),
     'true', 'false', 'null', '{"a":[1,"x",{"b":null}],"c":true}', '"tab\\tnl\\nquote\\"bs\\\\"', '"\\u001f\\u0000\\u007f"'.replace('\\u007f', '\u007f'),
-    '"\\b\\f\\r"', '"é 漢 😀"', '{"":1}', '{"-1":2}', '{"a":{"a":{"a":1}}}', '"\u2028"',
+    '"\\b\\f\\r"', '"é 漢 😀"', `{${['01', '02', '03'].map((n) => `"${'k'.repeat(40)}${n}":1`).join(',')}}`, '{"":1}', '{"-1":2}', '{"a":{"a":{"a":1}}}', '"\u2028"',
   ])('accepts %s, which JSON.stringify writes just so', (text) => {
     expect(accepts(text)).toBe(true);
     expectKeepable(Buffer.from(text));
@@ -58,6 +58,7 @@ describe('endOfCanonicalJson', () => {
     ['an unterminated string', '"abc'],
     ['a duplicate key', '{"a":1,"a":2}'],
     ['a duplicate key after others', '{"a":1,"b":2,"c":3,"b":4}'],
+    ['a duplicate among keys of one length and prefix', `{${['01', '02', '03', '02'].map((n) => `"${'k'.repeat(40)}${n}":1`).join(',')}}`],
     ['an array-index key (V8 lists those first)', '{"b":1,"1":2}'],
     ['a __proto__ key', '{"__proto__":{"x":1}}'],
     ['a constructor key', '{"a":{"constructor":{"prototype":{}}}}'],
