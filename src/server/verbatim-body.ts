@@ -19,10 +19,17 @@
  */
 import { isAscii } from 'node:buffer';
 import {
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  COLON,
+  COMMA,
   endOfCanonicalJson,
   endOfCanonicalNumber,
   endOfCanonicalString,
   NOT_CANONICAL,
+  OPEN_BRACE,
+  OPEN_BRACKET,
+  QUOTE,
   VerbatimJson,
 } from './verbatim-json.js';
 
@@ -237,15 +244,6 @@ function readNull(cursor: Cursor): null {
   return null;
 }
 
-const QUOTE = 0x22;
-const BACKSLASH = '\\';
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
 /** Key tokens the body parser refuses as prototype poisoning. */
 const POISONING_KEYS = ['"__proto__"', '"constructor"'].map((token) => Buffer.from(token));
 
@@ -333,7 +331,7 @@ class Cursor {
     const end = this.#endOf(endOfCanonicalString(this.bytes, start));
     const raw = this.bytes.toString(this.#encoding, start + 1, end - 1);
     // Escapes are rare in the fields a schema names (ids, names, times): decode those the slow way.
-    return raw.includes(BACKSLASH) ? (JSON.parse(this.bytes.toString(this.#encoding, start, end)) as string) : raw;
+    return raw.includes('\\') ? (JSON.parse(this.bytes.toString(this.#encoding, start, end)) as string) : raw;
   }
 
   readNumber(): number {

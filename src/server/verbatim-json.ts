@@ -34,14 +34,15 @@ export const MAX_VERBATIM_NESTING = 64;
  */
 export const MAX_VERBATIM_KEYS = 32;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COMMA = 0x2c;
-const COLON = 0x3a;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
+/** Bytes of JSON's structure (verbatim-body.ts reads the envelope around values with them). */
+export const QUOTE = 0x22;
+export const BACKSLASH = 0x5c;
+export const COMMA = 0x2c;
+export const COLON = 0x3a;
+export const OPEN_BRACE = 0x7b;
+export const CLOSE_BRACE = 0x7d;
+export const OPEN_BRACKET = 0x5b;
+export const CLOSE_BRACKET = 0x5d;
 const MINUS = 0x2d;
 const DIGIT_0 = 0x30;
 const DIGIT_1 = 0x31;
