@@ -93,6 +93,8 @@ function compile(schema: Schema, where: string): ValueReader {
   if (schema.anyOf !== undefined) return compileUnion(schema.anyOf, where);
   switch (schema.type) {
     case undefined:
+      // Only `{}` takes any value; `properties` and the like without a type are not read here.
+      if (Object.keys(schema).length > 0) throw new TypeError(`createVerbatimBodyReader: keywords without a type at ${where}`);
       return readAnyVerbatim;
     case 'object':
       return isFreeForm(schema) ? readObjectVerbatim : compileObject(schema, where);

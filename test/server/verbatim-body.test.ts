@@ -143,6 +143,7 @@ describe('createVerbatimBodyReader', () => {
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Literal('x') }))).toThrow(/"const"/);
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Union([Type.String(), Type.String()]) }))).toThrow(/two anyOf branches/);
     expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Record(Type.String(), Type.String()) }))).toThrow(/patternProperties|unsupported/);
+    expect(() => createVerbatimBodyReader(Type.Object({ a: Type.Unsafe({ properties: { b: {} } }) }))).toThrow(/keywords without a type/);
     // Keys are matched by their bytes, one bit each in a mask of the fields seen.
     expect(() => createVerbatimBodyReader(Type.Object({ 'say "hi"': Type.String() }))).toThrow(/needs escapes/);
     const many = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`f${i}`, Type.String()]));
