@@ -18,6 +18,14 @@ function hasUnkeepableKey(value: unknown): boolean {
     Object.values(value).some(hasUnkeepableKey);
 }
 
+/** Whether a string of `value` (a key or a value) holds a lone surrogate, which JSON.stringify escapes. */
+function hasLoneSurrogate(value: unknown): boolean {
+  // With the `u` flag a well-formed pair is one code point: only a lone half matches.
+  if (typeof value === 'string') return /[\ud800-\udfff]/u.test(value);
+  if (typeof value !== 'object' || value === null) return false;
+  return Object.entries(value).some(([key, inner]) => hasLoneSurrogate(key) || hasLoneSurrogate(inner));
+}
+
 /** What accepting `bytes` promises: the parsed path would store exactly these bytes. */
 function expectKeepable(bytes: Buffer): void {
   const text = bytes.toString('utf8');
@@ -99,8 +107,7 @@ describe('endOfCanonicalJson', () => {
     fc.assert(
       fc.property(values, (value) => {
         const text = JSON.stringify(value);
-        const loneSurrogate = /\\ud[89a-f]/.test(text);
-        const expected = !hasUnkeepableKey(value) && !loneSurrogate;
+        const expected = !hasUnkeepableKey(value) && !hasLoneSurrogate(value);
         expect(accepts(text)).toBe(expected);
       }),
       { numRuns: 2000 },
