@@ -11,6 +11,7 @@ import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
+import type { VerbatimBodyReader } from './verbatim-body.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,6 +21,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Route answers without credentials (only `GET /health`). */
     public?: boolean;
+    /**
+     * Read this route's JSON bodies from their bytes first (verbatim-body.ts), keeping their
+     * free-form values as text; a body it cannot read exactly takes the parsed path.
+     */
+    readBodyVerbatim?: VerbatimBodyReader;
   }
 }
 
@@ -106,7 +112,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
  * JSON bodies must be valid UTF-8 (RFC 8259 §8.1). Fastify's own parser decodes leniently, so a
  * stray byte inside a string would be stored as U+FFFD and acknowledged with a 200: data changed
  * without a word. Decode strictly first, then hand the text to Fastify's parser, which keeps its
- * `__proto__`/`constructor` poisoning checks and its error codes (mapped below).
+ * `__proto__`/`constructor` poisoning checks and its error codes (mapped below). A route may read
+ * its bodies verbatim first (`readBodyVerbatim`), after the same UTF-8 check.
  */
 function replaceJsonParserWithStrictUtf8(app: FastifyInstance): void {
   const parseJsonText = app.getDefaultJsonParser('error', 'error');
@@ -119,6 +126,14 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance): void {
     if (!isUtf8(bytes)) {
       done(new BadRequestError('Malformed JSON body: not valid UTF-8'), undefined);
       return;
+    }
+    const readVerbatim = request.routeOptions.config.readBodyVerbatim;
+    if (readVerbatim !== undefined) {
+      const read = readVerbatim(bytes);
+      if (read !== null) {
+        done(null, read);
+        return;
+      }
     }
     const text = bytes.toString('utf8');
     // A leading byte order mark is dropped, as TextDecoder did.

@@ -20,9 +20,18 @@ import {
   type StartedCall,
 } from '../../wire/calls.js';
 import { MAX_JSON_DEPTH } from '../../wire/digest.js';
+import { VerbatimJson } from '../verbatim-json.js';
 
 /** Where in the request body a part sits, as a 422 `loc` (`['body', 'batch', 3, 'req', 'start']`). */
 export type Loc = ReadonlyArray<string | number>;
+
+/**
+ * A part as a route hands it over: its free-form JSON fields parsed, or read verbatim from the
+ * body (verbatim-body.ts), already in the form their stored text takes.
+ */
+type WithVerbatim<Part, Fields extends keyof Part> = Omit<Part, Fields> & { [F in Fields]: Part[F] | VerbatimJson };
+export type StartInput = WithVerbatim<StartedCall, 'attributes' | 'inputs' | 'otel_dump'>;
+export type EndInput = WithVerbatim<EndedCall, 'output' | 'summary'>;
 
 /** Columns of a start part, in the order of the store's start statement. */
 export type StartRow = [
@@ -63,7 +72,7 @@ export type EndRow = [
  * Check a start part and turn it into a row. Generates `id`/`trace_id` (UUIDv7) when absent;
  * `wb_user_id` is always the writer's name, whatever the part says.
  */
-export function toStartRow(start: StartedCall, username: string, loc: Loc): StartRow {
+export function toStartRow(start: StartInput, username: string, loc: Loc): StartRow {
   checkNameLength(start.op_name, 'op_name', MAX_OP_NAME_CHARS, loc);
   const displayName = start.display_name ?? null;
   if (displayName !== null) checkNameLength(displayName, 'display_name', MAX_DISPLAY_NAME_CHARS, loc);
@@ -99,7 +108,7 @@ export function toStartRow(start: StartedCall, username: string, loc: Loc): Star
 }
 
 /** Check an end part and turn it into a row. A `weave` key in `summary` is dropped: it is derived. */
-export function toEndRow(end: EndedCall | CompletedCall, username: string, loc: Loc): EndRow {
+export function toEndRow(end: EndInput | CompletedCall, username: string, loc: Loc): EndRow {
   checkId(end.id, isCallId, 'id', loc);
   const ended = parseTimestampAt(end.ended_at, loc, 'ended_at');
   const output = end.output === undefined || end.output === null ? null : toJsonText(end.output, loc, 'output');
@@ -124,7 +133,11 @@ export function toCompleteRows(call: CompletedCall, username: string, loc: Loc):
   return [toStartRow(call, username, loc), toEndRow(call, username, loc)];
 }
 
-function withoutDerived(summary: Record<string, unknown>): Record<string, unknown> {
+function withoutDerived(summary: Record<string, unknown> | VerbatimJson): Record<string, unknown> | VerbatimJson {
+  if (summary instanceof VerbatimJson) {
+    // Only a text naming "weave" somewhere can hold the key; those few are parsed to drop it.
+    return summary.text.includes('"weave"') ? withoutDerived(JSON.parse(summary.text) as Record<string, unknown>) : summary;
+  }
   if (!Object.hasOwn(summary, 'weave')) return summary;
   const { weave: _derived, ...stored } = summary;
   return stored;
@@ -170,13 +183,16 @@ export function parseTimestampAt(value: string, loc: Loc, field: string): Instan
 }
 
 /**
- * JSON text of a value parsed from the request (`field` of the part at `loc`). A value nested
- * deeper than MAX_JSON_DEPTH is the client's 400: SQLite's JSON functions cannot read a document
- * nested past 1000 levels, and every query of the project reads `summary` (the derived status)
- * and may read the other JSON columns. Re-stringifying is unavoidable (the body was parsed), and
- * the depth check rides on it rather than walking every value a second time.
+ * JSON text of a value from the request (`field` of the part at `loc`): the text itself when it
+ * was read verbatim, else the parsed value stringified. A value nested deeper than
+ * MAX_JSON_DEPTH is the client's 400: SQLite's JSON functions cannot read a document nested past
+ * 1000 levels, and every query of the project reads `summary` (the derived status) and may read
+ * the other JSON columns. A parsed value must be stringified anyway, and the depth check rides
+ * on that rather than walking every value a second time.
  */
 export function toJsonText(value: unknown, loc: Loc, field: string): string {
+  // Read verbatim: canonical (what JSON.stringify would write) and far shallower than the bound.
+  if (value instanceof VerbatimJson) return value.text;
   const text = stringifyWithinDepth(value);
   if (text === null) {
     throw new BadRequestError(`Value at ${describeLoc([...loc, field])} is nested deeper than ${MAX_JSON_DEPTH} levels`);
