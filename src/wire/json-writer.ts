@@ -22,8 +22,6 @@
 /** Bytes per slab: room for ~128 spans of a typical LLM instrumentation (~2 KB each). */
 const SLAB_BYTES = 256 * 1024;
 const QUOTE = 0x22;
-/** Longest text {@link JsonWriter.ascii} copies in JavaScript; longer goes through `latin1Write`. */
-const ASCII_LOOP_MAX = 16;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
 
@@ -140,11 +138,6 @@ export class JsonWriter {
     const count = text.length;
     this.#reserve(count);
     const out = this.#bytes;
-    if (count > ASCII_LOOP_MAX) {
-      // Native copy: also spares flattening a concatenated string in JavaScript first.
-      this.#length += out.write(text, this.#length, 'latin1');
-      return;
-    }
     let at = this.#length;
     for (let i = 0; i < count; i++) out[at++] = text.charCodeAt(i);
     this.#length = at;
