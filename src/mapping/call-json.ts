@@ -175,10 +175,8 @@ function writeUpsertFast(call: FastCall, out: JsonWriter): void {
   writeStartMembers(call, out);
   out.constant(PIECES.itemClose);
   out.comma();
-  out.constant(PIECES.endOpen);
-  out.string(call.projectId);
-  out.constant(PIECES.id);
-  out.string(call.input.spanId);
+  writeStringMember(PIECES.endOpen, call.projectId, out);
+  writeStringMember(PIECES.id, call.input.spanId, out);
   writeEndMembers(call, out);
   out.constant(PIECES.itemClose);
 }
@@ -198,14 +196,11 @@ function writeCompletedFast(call: FastCall, out: JsonWriter): void {
 function writeStartMembers(call: FastCall, out: JsonWriter): void {
   const { input, tree, content } = call;
   out.string(call.projectId);
-  out.constant(PIECES.id);
-  out.string(input.spanId);
-  out.constant(PIECES.traceId);
-  out.string(input.traceId);
+  writeStringMember(PIECES.id, input.spanId, out);
+  writeStringMember(PIECES.traceId, input.traceId, out);
   out.constant(PIECES.parentId);
   writeNullable(input.parentSpanId || undefined, out);
-  out.constant(PIECES.opName);
-  out.string(call.opName);
+  writeStringMember(PIECES.opName, call.opName, out);
   out.constant(PIECES.startedAt);
   out.quotedAscii(call.startedAt);
   out.constant(PIECES.attributes);
@@ -231,14 +226,8 @@ function writeEndMembers(call: FastCall, out: JsonWriter): void {
     out.value(content.usage);
     out.byte(OBJECT_CLOSE);
   }
-  if (call.exception !== undefined) {
-    out.constant(PIECES.exception);
-    out.string(call.exception);
-  }
-  if (content.wbRunStepEnd !== undefined) {
-    out.constant(PIECES.wbRunStepEnd);
-    out.number(content.wbRunStepEnd);
-  }
+  writeOptionalMember(PIECES.exception, call.exception, out);
+  writeOptionalMember(PIECES.wbRunStepEnd, content.wbRunStepEnd, out);
 }
 
 /**
@@ -275,16 +264,11 @@ function writeNullable(text: string | undefined, out: JsonWriter): void {
 }
 
 function writeOtelDump({ input, tree, startedAt, endedAt }: FastCall, out: JsonWriter): void {
-  out.constant(PIECES.dumpName);
-  out.string(input.name);
-  out.constant(PIECES.dumpTraceId);
-  out.string(input.traceId);
-  out.constant(PIECES.dumpSpanId);
-  out.string(input.spanId);
-  out.constant(PIECES.dumpTraceState);
-  out.string(input.traceState ?? '');
-  out.constant(PIECES.dumpKind);
-  out.string(input.kind);
+  writeStringMember(PIECES.dumpName, input.name, out);
+  writeStringMember(PIECES.dumpTraceId, input.traceId, out);
+  writeStringMember(PIECES.dumpSpanId, input.spanId, out);
+  writeStringMember(PIECES.dumpTraceState, input.traceState ?? '', out);
+  writeStringMember(PIECES.dumpKind, input.kind, out);
   out.constant(PIECES.dumpParentId);
   // buildOtelDump writes the parent as the span has it (`?? null`), even an empty string.
   writeNullable(input.parentSpanId, out);
@@ -292,10 +276,8 @@ function writeOtelDump({ input, tree, startedAt, endedAt }: FastCall, out: JsonW
   out.quotedAscii(startedAt);
   out.constant(PIECES.dumpEndTime);
   out.quotedAscii(endedAt);
-  out.constant(PIECES.dumpStatusCode);
-  out.string(input.status.code);
-  out.constant(PIECES.dumpStatusMessage);
-  out.string(input.status.message ?? '');
+  writeStringMember(PIECES.dumpStatusCode, input.status.code, out);
+  writeStringMember(PIECES.dumpStatusMessage, input.status.message ?? '', out);
   out.constant(PIECES.dumpAttributes);
   tree.writeRoot();
   out.constant(PIECES.dumpEvents);
@@ -312,34 +294,32 @@ function writeOtelDump({ input, tree, startedAt, endedAt }: FastCall, out: JsonW
     resourceBytes.set(resource, bytes);
   }
   out.constant(bytes);
-  out.constant(PIECES.dumpScopeName);
-  out.string(input.scope.name);
+  writeStringMember(PIECES.dumpScopeName, input.scope.name, out);
   out.constant(PIECES.dumpScopeVersion);
   writeNullable(input.scope.version, out);
   out.constant(PIECES.dumpClose);
 }
 
 function writeStartOptionals(content: CallContent, spanId: string, out: JsonWriter): void {
-  if (content.displayName !== undefined) {
-    out.constant(PIECES.displayName);
-    out.string(content.displayName);
-  }
-  if (content.threadId !== undefined) {
-    out.constant(PIECES.threadId);
-    out.string(content.threadId);
-    if (content.isTurn) {
-      out.constant(PIECES.turnId);
-      out.string(spanId);
-    }
-  }
-  if (content.wbRunId !== undefined) {
-    out.constant(PIECES.wbRunId);
-    out.string(content.wbRunId);
-  }
-  if (content.wbRunStep !== undefined) {
-    out.constant(PIECES.wbRunStep);
-    out.number(content.wbRunStep);
-  }
+  writeOptionalMember(PIECES.displayName, content.displayName, out);
+  writeOptionalMember(PIECES.threadId, content.threadId, out);
+  if (content.threadId !== undefined && content.isTurn) writeOptionalMember(PIECES.turnId, spanId, out);
+  writeOptionalMember(PIECES.wbRunId, content.wbRunId, out);
+  writeOptionalMember(PIECES.wbRunStep, content.wbRunStep, out);
+}
+
+/** A member whose value is text: `piece` (`,"name":`) and the JSON string. */
+function writeStringMember(piece: Uint8Array, text: string, out: JsonWriter): void {
+  out.constant(piece);
+  out.string(text);
+}
+
+/** `,"name":value` for a member the mapping sets only when it has a value (`piece` is `,"name":`). */
+function writeOptionalMember(piece: Uint8Array, value: string | number | undefined, out: JsonWriter): void {
+  if (value === undefined) return;
+  out.constant(piece);
+  if (typeof value === 'number') out.number(value);
+  else out.string(value);
 }
 
 /**
