@@ -50,8 +50,12 @@ export interface LaidOutAttributes {
  * and such spans are rare (the SDK's default limit is 128 attributes).
  */
 export const MAX_LAYOUT_KEYS = 128;
-/** Bound on cached key-list prefixes; past it the cache starts over (high-cardinality keys). */
-const MAX_TRIE_NODES = 8192;
+/**
+ * Bound on what the cache holds, counted in keys (trie nodes plus the members of cached layouts,
+ * a few dozen bytes each): past it the cache starts over. Reached only by key lists of high
+ * cardinality (keys that embed ids), which then cost a compile per span but never more memory.
+ */
+const MAX_CACHED_KEYS = 65_536;
 
 /** Cached layouts, by key list: a trie keyed one attribute key per level. */
 class KeyTrie {
@@ -60,7 +64,7 @@ class KeyTrie {
 }
 
 let trieRoot = new KeyTrie();
-let trieNodes = 0;
+let cachedKeys = 0;
 
 /**
  * The span's attributes laid out, or undefined when there are too many of them for a layout.
@@ -118,9 +122,10 @@ function remember(attributes: Readonly<Record<string, unknown>> | undefined): At
     for (const key in attributes) if (attributes[key] !== undefined) keys.push(key);
   }
   const layout = compileLayout(keys);
-  if (trieNodes + keys.length > MAX_TRIE_NODES) {
+  // At most one new trie node per key, and the layout's members: its cost in the bound.
+  if (cachedKeys + 2 * keys.length > MAX_CACHED_KEYS) {
     trieRoot = new KeyTrie();
-    trieNodes = 0;
+    cachedKeys = 0;
   }
   let node = trieRoot;
   for (const key of keys) {
@@ -128,10 +133,11 @@ function remember(attributes: Readonly<Record<string, unknown>> | undefined): At
     if (next === undefined) {
       next = new KeyTrie();
       node.next.set(key, next);
-      trieNodes += 1;
+      cachedKeys += 1;
     }
     node = next;
   }
+  if (node.layout === undefined) cachedKeys += keys.length;
   node.layout = layout;
   return layout;
 }

@@ -101,13 +101,14 @@ export function writeUpsertItems(span: SpanInput | ReadableSpan, projectId: stri
   const from = out.recordLength;
   if (tryFastPath(span, projectId, out, writeUpsertFast)) return;
   out.rewind(from);
+  // The object path, as JSON.stringify writes it (which also takes nesting the writer refuses).
   const { start, end } = toCallParts(span, projectId);
   out.constant(START_ITEM_OPEN);
-  out.value(start);
+  out.jsonText(JSON.stringify(start));
   out.constant(ITEM_CLOSE);
   out.comma();
   out.constant(END_ITEM_OPEN);
-  out.value(end);
+  out.jsonText(JSON.stringify(end));
   out.constant(ITEM_CLOSE);
 }
 
@@ -122,7 +123,7 @@ export function writeCompletedCall(span: SpanInput | ReadableSpan, projectId: st
   const from = out.recordLength;
   if (tryFastPath(span, projectId, out, writeCompletedFast)) return;
   out.rewind(from);
-  out.value(toCompletedCall(span, projectId));
+  out.jsonText(JSON.stringify(toCompletedCall(span, projectId)));
 }
 
 /** What the fast path has read and mapped of a span before writing it. */

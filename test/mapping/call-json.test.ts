@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { toCompletedCall, toUpsertItems, writeCompletedCall, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
+import { fromReadableSpan, toCompletedCall, toUpsertItems, writeCompletedCall, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
 import { layOut } from '../../src/mapping/attribute-layout.js';
 import { JsonWriter } from '../../src/wire/json-writer.js';
 import { PROJECT, START, END, createTracing } from './fixtures.js';
@@ -187,4 +187,20 @@ describe('writeUpsertItems (the JSON the exporter sends)', () => {
     expect(loneWritten).toContain('\\ud800 raw');
     await tracing.shutdown();
   });
+
+  it('writes JSON-text attributes nested deeper than the writer recurses, on either path', async () => {
+    const tracing = createTracing();
+    const deep = `${'['.repeat(3000)}1${']'.repeat(3000)}`;
+    const few = { 'input.value': deep, 'gen_ai.system': 'openai' };
+    const many = { ...few, ...Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`extra.${i}`, i])) };
+    const sdkSpan = tracing.finish({ attributes: few }).span;
+    // The SDK keeps 128 attributes: a span with more (the object path) is built by hand.
+    const handBuilt: SpanInput = { ...fromReadableSpan(sdkSpan), attributes: many };
+    for (const span of [sdkSpan, handBuilt]) {
+      const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
+      expect(JSON.stringify(start!.req.start.inputs['input.value'])).toBe(deep);
+    }
+    await tracing.shutdown();
+  });
 });
+
