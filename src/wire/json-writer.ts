@@ -292,30 +292,33 @@ export class JsonWriter {
       return index;
     }
     if (code < 0x800) {
-      this.#put2(0xc0 | (code >> 6), 0x80 | (code & 0x3f));
+      this.#put(0xc0 | (code >> 6));
+      this.#put(0x80 | (code & 0x3f));
       return index;
     }
     if (code >= 0xd800 && code <= 0xdfff) {
       const next = text.charCodeAt(index + 1);
       if (code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
         const point = 0x10000 + ((code - 0xd800) << 10) + (next - 0xdc00);
-        this.#put2(0xf0 | (point >> 18), 0x80 | ((point >> 12) & 0x3f));
-        this.#put2(0x80 | ((point >> 6) & 0x3f), 0x80 | (point & 0x3f));
+        this.#put(0xf0 | (point >> 18));
+        this.#put(0x80 | ((point >> 12) & 0x3f));
+        this.#put(0x80 | ((point >> 6) & 0x3f));
+        this.#put(0x80 | (point & 0x3f));
         return index + 1;
       }
       // A lone surrogate has no UTF-8 form: well-formed JSON.stringify escapes it.
       this.#unicodeEscape(code);
       return index;
     }
-    this.#put2(0xe0 | (code >> 12), 0x80 | ((code >> 6) & 0x3f));
-    this.#put2(0x80 | (code & 0x3f), -1);
+    this.#put(0xe0 | (code >> 12));
+    this.#put(0x80 | ((code >> 6) & 0x3f));
+    this.#put(0x80 | (code & 0x3f));
     return index;
   }
 
-  /** Two bytes (the second skipped when negative); room was reserved by `string()`. */
-  #put2(first: number, second: number): void {
-    this.#bytes[this.#length++] = first;
-    if (second >= 0) this.#bytes[this.#length++] = second;
+  /** One byte of a UTF-8 sequence; room was reserved by `string()`. */
+  #put(byte: number): void {
+    this.#bytes[this.#length++] = byte;
   }
 
   #unicodeEscape(code: number): void {
