@@ -120,7 +120,7 @@ export function captureText(text: string, maxBytes: number): string {
 }
 
 /** Byte length of `text`, computed only when the cheap bounds cannot decide against `max`. */
-function utf8Length(text: string, max: number): number {
+export function utf8Length(text: string, max: number): number {
   if (text.length * 3 <= max) return text.length;
   if (text.length > max) return text.length; // every unit is at least one byte: already over
   return Buffer.byteLength(text, 'utf8');

@@ -9,9 +9,9 @@ import { DISPLAY_NAME, INPUTS, SPAN_KIND } from './attributes.js';
 import { enterThread } from './call-context.js';
 import { CallEnd } from './call-end.js';
 import type { CapturePolicy } from './capture.js';
-import { captureRecord, DEFAULT_MAX_VALUE_BYTES } from './capture.js';
-import type { ParamSpec } from './params.js';
-import { namedInputs, readParams } from './params.js';
+import { DEFAULT_MAX_VALUE_BYTES } from './capture.js';
+import { compileInputs, type InputsText } from './inputs.js';
+import { readParams } from './params.js';
 import type { RedactOption } from './redact.js';
 import { compileRedactor } from './redact.js';
 import { instrumentStream, streamShape } from './streams.js';
@@ -69,8 +69,11 @@ interface TracedCall {
   readonly policy: CapturePolicy;
   readonly captureInputs: boolean;
   readonly captureOutput: boolean;
-  /** Parsed on the first recording call: a function never called with a provider is never parsed. */
-  params: readonly ParamSpec[] | null | undefined;
+  /**
+   * Compiled on the first recording call: a function never called with a provider never has its
+   * parameters read.
+   */
+  inputs: InputsText | undefined;
 }
 
 const TRACER_NAME = 'callbridge';
@@ -137,7 +140,7 @@ function compileCall(fn: Function, options: TraceOptions): TracedCall {
     policy: { maxValueBytes, redactor: compileRedactor(options.redact) },
     captureInputs: options.captureInputs ?? true,
     captureOutput: options.captureOutput ?? true,
-    params: undefined,
+    inputs: undefined,
   };
 }
 
@@ -181,8 +184,8 @@ function invoke(fn: Function, thisArg: unknown, args: unknown[], newTarget: unkn
 /** Attributes known when the call starts; returns the context the body runs in. */
 function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Context, args: unknown[]): Context {
   if (call.captureInputs) {
-    if (call.params === undefined) call.params = readParams(call.fn);
-    span.setAttribute(INPUTS, captureRecord(namedInputs(call.params, args), call.policy));
+    call.inputs ??= compileInputs(readParams(call.fn), call.policy);
+    span.setAttribute(INPUTS, call.inputs(args));
   }
   if (call.kind !== undefined) span.setAttribute(SPAN_KIND, call.kind);
   if (call.displayName !== undefined) span.setAttribute(DISPLAY_NAME, call.displayName);
