@@ -103,6 +103,20 @@ export function formatMicros(micros: number): string {
   return `${iso.slice(0, -1)}${String(subMillis).padStart(3, '0')}Z`;
 }
 
+/**
+ * The instant `seconds` after the epoch (Unix time; a fraction counts to the microsecond, rounded),
+ * or null when it is not finite or falls outside years 0001-9999 in UTC.
+ *
+ * @example
+ * instantFromSeconds(1767225600.25)?.text; // '2026-01-01T00:00:00.250000Z'
+ */
+export function instantFromSeconds(seconds: number): Instant | null {
+  if (!Number.isFinite(seconds)) return null;
+  const micros = Math.round(seconds * 1_000_000);
+  if (micros < MIN_MICROS || micros >= END_MICROS) return null;
+  return { text: formatMicros(micros), micros };
+}
+
 /** The current instant, at the microsecond resolution of `performance.timeOrigin + now()`. */
 export function nowInstant(): Instant {
   const micros = Math.floor((performance.timeOrigin + performance.now()) * 1000);

@@ -154,6 +154,13 @@ describe('calls/stream_query plans', () => {
     expect(inside.join('\n')).toMatch(/calls_by_trace \(project_id=\? AND trace_id=\?\)/);
   });
 
+  it('reads a started_at range from calls_by_start, whatever the literal\'s form', () => {
+    const after = (literal: string | number) => queryPlan({ query: { $expr: { $gt: [{ $getField: 'started_at' }, { $literal: literal }] } } });
+    for (const literal of ['2026-01-01T00:00:30Z', '2026-01-01T01:00:30+01:00', Date.UTC(2026, 0, 1, 0, 0, 30) / 1000]) {
+      expect(after(literal).join('\n')).toMatch(/USING INDEX calls_by_start \(project_id=\? AND started_at>\?\)/);
+    }
+  });
+
   it('still reads an unfiltered project in start order from calls_by_start, so a LIMIT stops early', () => {
     const details = queryPlan({ limit: 10 });
     expect(details.join('\n')).toMatch(/USING INDEX calls_by_start \(project_id=\?\)/);

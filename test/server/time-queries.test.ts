@@ -57,6 +57,42 @@ describe('calls: started_at / ended_at against literals', () => {
   });
 });
 
+describe('calls: microsecond precision', () => {
+  const project = 'acme/micros';
+  // Three calls within one millisecond: compared at millisecond precision they would be equal.
+  const starts = ['2026-03-01T10:00:00.123400Z', '2026-03-01T10:00:00.123456Z', '2026-03-01T10:00:00.123500Z'];
+
+  async function idsOf(operator: string, literal: string | number): Promise<string[]> {
+    const response = await post(server.url, '/calls/stream_query', {
+      project_id: project,
+      query: { $expr: { [operator]: [{ $getField: 'started_at' }, { $literal: literal }] } },
+    });
+    expect(response.status, response.text).toBe(200);
+    return response.text === '' ? [] : response.text.trim().split('\n').map((line) => JSON.parse(line).id);
+  }
+
+  beforeAll(async () => {
+    const batch = starts.map((startedAt, n) => ({
+      mode: 'start',
+      req: { start: { project_id: project, id: callId(10 + n), trace_id: TRACE, op_name: 'op', started_at: startedAt, attributes: {}, inputs: {} } },
+    }));
+    expect((await post(server.url, '/call/upsert_batch', { batch })).status).toBe(200);
+  });
+
+  it('tells apart instants within one millisecond, in any zone', async () => {
+    expect(await idsOf('$gt', '2026-03-01T10:00:00.123456Z')).toEqual([callId(12)]);
+    expect(await idsOf('$eq', '2026-03-01T11:00:00.123456+01:00')).toEqual([callId(11)]);
+    expect(await idsOf('$lt', '2026-03-01T10:00:00.123457Z')).toEqual([callId(10), callId(11)]);
+    expect(await idsOf('$gte', '2026-03-01T10:00:00.1235Z')).toEqual([callId(12)]);
+  });
+
+  it('reads Unix seconds to the microsecond', async () => {
+    const second = Date.UTC(2026, 2, 1, 10) / 1000;
+    expect(await idsOf('$lte', second + 0.123456)).toEqual([callId(10), callId(11)]);
+    expect(await idsOf('$gt', second + 0.1234)).toEqual([callId(11), callId(12)]);
+  });
+});
+
 describe('feedback: created_at against literals', () => {
   it('compares offset and number literals as instants', async () => {
     const created = await post(server.url, '/feedback/create', {

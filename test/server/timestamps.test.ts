@@ -1,6 +1,6 @@
 /** Timestamp parsing and formatting (SPEC §2: accept Z, offsets, naive; give UTC microseconds). */
 import { describe, expect, it } from 'vitest';
-import { formatMicros, parseTimestamp } from '../../src/server/timestamps.js';
+import { formatMicros, instantFromSeconds, parseTimestamp } from '../../src/server/timestamps.js';
 
 describe('parseTimestamp', () => {
   it.each([
@@ -82,5 +82,20 @@ describe('formatMicros', () => {
     expect(formatMicros(1)).toBe('1970-01-01T00:00:00.000001Z');
     expect(formatMicros(-1)).toBe('1969-12-31T23:59:59.999999Z');
     expect(formatMicros(Date.UTC(2026, 0, 2, 3, 4, 5, 123) * 1000 + 456)).toBe('2026-01-02T03:04:05.123456Z');
+  });
+});
+
+describe('instantFromSeconds', () => {
+  it('reads Unix seconds to the microsecond, as the text parseTimestamp gives', () => {
+    expect(instantFromSeconds(1767225600.25)).toEqual(parseTimestamp('2026-01-01T00:00:00.25Z'));
+    expect(instantFromSeconds(1767225600.123456)?.text).toBe('2026-01-01T00:00:00.123456Z');
+    expect(instantFromSeconds(-0.000001)?.text).toBe('1969-12-31T23:59:59.999999Z');
+  });
+
+  it('has no instant for values that are not finite or fall outside years 0001-9999', () => {
+    for (const seconds of [Number.NaN, Number.POSITIVE_INFINITY, -Number.MAX_VALUE, 1e12, -7e10]) {
+      expect(instantFromSeconds(seconds), String(seconds)).toBeNull();
+    }
+    expect(instantFromSeconds(253402300799)?.text).toBe('9999-12-31T23:59:59.000000Z');
   });
 });

@@ -9,6 +9,7 @@
  */
 
 import type { ComparisonOperator, ConvertTarget, LiteralValue, Operand } from './ast.js';
+import { instantFromSeconds, parseTimestamp } from '../timestamps.js';
 import type { FieldTable } from './fields.js';
 import { resolveField } from './paths.js';
 import { joinBalanced, param, raw, sql, type Bindable, type SqlFragment } from './sql.js';
@@ -66,7 +67,33 @@ function timestampSeconds(text: string): number | null {
   return Number.isNaN(millis) ? null : millis / 1000;
 }
 
-/** The value as Unix seconds, for comparisons with a timestamp column. */
+/**
+ * Canonical text (`2026-01-02T03:04:05.123456Z`) of a literal naming an instant: ISO 8601 text in
+ * any zone or form `parseTimestamp` takes, or Unix seconds. Null for anything else, and for
+ * instants outside years 0001-9999, which that text cannot hold.
+ */
+function instantText(value: LiteralValue): string | null {
+  if (typeof value === 'number') return instantFromSeconds(value)?.text ?? null;
+  if (typeof value === 'string') return parseTimestamp(value)?.text ?? null;
+  return null;
+}
+
+/**
+ * A timestamp column and an instant literal compared as canonical text. The columns hold that
+ * text (fixed width, so text order is time order), so this is exact to the microsecond, and a
+ * range on `started_at` can use the `(project_id, started_at)` index instead of converting every
+ * row.
+ */
+function asInstantText(v: Value): SqlFragment {
+  if (v.kind === 'literal') return param(instantText(v.value));
+  return asText(v);
+}
+
+/**
+ * The value as Unix seconds, for comparisons of a timestamp column with a literal that has no
+ * canonical text (accepted by the looser pattern below but not by `parseTimestamp`, or out of
+ * range). Millisecond precision: SQLite's `unixepoch(..., 'subsec')` stops there.
+ */
 function asEpoch(v: Value): SqlFragment {
   if (v.kind === 'literal') {
     const value = v.value;
@@ -197,7 +224,10 @@ function readingFor(a: Value, b: Value): Reading {
   const isTimestamp = (v: Value) => v.kind === 'scalar' && v.type === 'datetime';
   const isInstant = (v: Value) =>
     v.kind === 'literal' && (typeof v.value === 'number' || (typeof v.value === 'string' && timestampSeconds(v.value) !== null));
-  if ((isTimestamp(a) && isInstant(b)) || (isTimestamp(b) && isInstant(a))) return asEpoch;
+  if ((isTimestamp(a) && isInstant(b)) || (isTimestamp(b) && isInstant(a))) {
+    const literal = a.kind === 'literal' ? a.value : (b as Extract<Value, { kind: 'literal' }>).value;
+    return instantText(literal) !== null ? asInstantText : asEpoch;
+  }
   for (const side of [a, b]) {
     if (side.kind !== 'literal') continue;
     const value = side.value;

@@ -6,7 +6,8 @@
  *   (`2026-01-02T03:04:05.123456Z`, fixed width, so text order is time order and sorting needs no
  *   conversion) and `started_us`/`ended_us` as integer microseconds for latency. A query literal
  *   may be written in any zone or as Unix seconds, so `$expr` compares these columns as instants
- *   (`type: 'datetime'` in calls-fields.ts), never as text.
+ *   (`type: 'datetime'` in calls-fields.ts): the literal is turned into this canonical text first,
+ *   never compared as written.
  * - JSON values are stored as JSON text; `start_bytes`/`end_bytes` are the UTF-8 sizes of the
  *   part's stored JSON, computed at write time so storage sizes cost nothing on read.
  * - `has_start` marks rows whose start part has arrived: a row holding only an end part is not a
