@@ -10,6 +10,7 @@ import {
   MAX_QUERY_DEPTH,
   splitFieldPath,
 } from '../../src/server/query/index.js';
+import { registerSqlFunctions } from '../../src/server/store/sql-functions.js';
 
 /**
  * A calls-like table: text, number and JSON columns plus two derived fields that shadow part of
@@ -123,6 +124,7 @@ let db: Database.Database;
 
 beforeAll(() => {
   db = new Database(':memory:');
+  registerSqlFunctions(db);
   db.exec(`CREATE TABLE calls (
     id TEXT PRIMARY KEY, op_name TEXT NOT NULL, display_name TEXT, started_at TEXT NOT NULL,
     ended_at TEXT, exception TEXT, wb_run_step INTEGER,

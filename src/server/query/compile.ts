@@ -288,6 +288,22 @@ function jsonEqualsText(json: Value, literal: Value): SqlFragment | undefined {
   return sql`(${jsonExtract(json)} = ${param(value)})`;
 }
 
+/**
+ * `$contains` with `case_insensitive`. Both sides are lower-cased by Unicode's rules
+ * (`unicode_lower`, store/sql-functions.ts), except for a literal substring of ASCII characters
+ * only: then SQLite's faster `lower()` (ASCII letters) folds the text, which finds the same
+ * matches except where the text holds one of the two characters whose lower case is ASCII,
+ * `İ` (U+0130) and the Kelvin sign (U+212A). A literal substring is lower-cased here, once.
+ */
+function caseInsensitiveContains(input: SqlFragment, substr: Value): SqlFragment {
+  if (substr.kind === 'literal' && typeof substr.value === 'string') {
+    const needle = substr.value.toLowerCase();
+    const fold = /^[\x00-\x7f]*$/.test(needle) ? raw('lower') : raw('unicode_lower');
+    return sql`(instr(${fold}(${input}), ${param(needle)}) > 0)`;
+  }
+  return sql`(instr(unicode_lower(${input}), unicode_lower(${asText(substr)})) > 0)`;
+}
+
 /** Literal `$in` items of one kind travel as one JSON array parameter, however many there are. */
 function inList(needle: SqlFragment, values: readonly unknown[]): SqlFragment {
   return sql`(${needle} IN (SELECT value FROM json_each(${param(JSON.stringify(values))})))`;
@@ -366,11 +382,9 @@ class Compiler {
         );
       case 'contains': {
         const input = asText(this.value(node.input));
-        const substr = asText(this.value(node.substr));
         // instr, not LIKE: `%` and `_` in the substring are plain characters with no escaping.
-        return node.caseInsensitive
-          ? sql`(instr(lower(${input}), lower(${substr})) > 0)`
-          : sql`(instr(${input}, ${substr}) > 0)`;
+        if (!node.caseInsensitive) return sql`(instr(${input}, ${asText(this.value(node.substr))}) > 0)`;
+        return caseInsensitiveContains(input, this.value(node.substr));
       }
       default:
         return asBool(this.value(node));

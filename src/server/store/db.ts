@@ -4,6 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from './schema.js';
+import { registerSqlFunctions } from './sql-functions.js';
 
 /**
  * Open (creating when absent) the database at `path` (`:memory:` for a throwaway one) and bring
@@ -16,6 +17,7 @@ export function openDatabase(path: string): Database.Database {
   const db = new Database(path);
   try {
     configure(db);
+    registerSqlFunctions(db);
     migrate(db, MIGRATIONS);
     optimizeOnOpen(db);
   } catch (error) {

@@ -17,6 +17,7 @@
  */
 import Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../errors.js';
+import { registerSqlFunctions } from './sql-functions.js';
 import { StatementCache } from './statement-cache.js';
 
 /** A read-only connection with its own prepared statements. */
@@ -86,5 +87,6 @@ function openReader(main: Database.Database): Reader {
   const db = new Database(main.name, { readonly: true, fileMustExist: true });
   // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open).
   db.pragma('busy_timeout = 5000');
+  registerSqlFunctions(db);
   return { db, statements: new StatementCache(db) };
 }
