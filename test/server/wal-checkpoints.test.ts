@@ -51,6 +51,24 @@ describe('startWalCheckpoints', () => {
     }
   });
 
+  it('checkpoints on this thread when its worker cannot load the driver', async () => {
+    const db = openDatabase(path);
+    const driverPath = join(dir, 'no-such-driver.js');
+    const stop = startWalCheckpoints(db, { intervalMs: 20, startAtWalBytes: 0, driverPath });
+    try {
+      writeRows(db, 0, 500);
+      const pages = db.pragma('page_count', { simple: true }) as number;
+      const pageSize = db.pragma('page_size', { simple: true }) as number;
+      // Only a checkpoint grows the file; with the worker gone, only the main-thread one can.
+      await vi.waitFor(() => expect(statSync(path).size).toBe(pages * pageSize), { timeout: 10_000, interval: 20 });
+      writeRows(db, 500, 1);
+      expect(walFrames(db)).toBeLessThan(10);
+    } finally {
+      await stop();
+      closeDatabase(db);
+    }
+  });
+
   it('does not start its worker while the WAL is small', async () => {
     const db = openDatabase(path);
     const stop = startWalCheckpoints(db, { intervalMs: 10, startAtWalBytes: 64 * 1024 * 1024 });

@@ -49,6 +49,13 @@ export interface WalCheckpointOptions {
    * @default 65536 (256 MiB of 4 KiB pages)
    */
   readonly catchUpFrames?: number;
+  /**
+   * The SQLite driver the worker loads. Should it fail to (a bundle without the native module
+   * beside it, a runtime whose workers cannot load it), the checkpoints run on this thread instead,
+   * between requests.
+   * @default `better-sqlite3` as this module resolves it
+   */
+  readonly driverPath?: string;
 }
 
 /** What the worker reports after each checkpoint (SQLite's `wal_checkpoint` row). */
@@ -139,7 +146,7 @@ export function startWalCheckpoints(db: Database.Database, options: WalCheckpoin
     const thread = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
-        driverPath: createRequire(import.meta.url).resolve('better-sqlite3'),
+        driverPath: options.driverPath ?? createRequire(import.meta.url).resolve('better-sqlite3'),
         dbPath: db.name,
         intervalMs,
         maxPasses: MAX_PASSES,
