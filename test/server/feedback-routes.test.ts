@@ -73,6 +73,11 @@ describe('feedback over HTTP', () => {
       [{ payload: { blob: 'x'.repeat(1024 * 1024) } }, /larger than/],
       [{ feedback_type: 'wandb.reaction.1', payload: { emoji: 'thumbs up' } }, /emoji/],
       [{ feedback_type: 'wandb.reaction.1', payload: { emoji: '👍👎' } }, /emoji/],
+      [{ feedback_type: 'wandb.note.1', payload: { text: 'no note member' } }, /"note"/],
+      [{ feedback_type: 'wandb.note.1', payload: { note: 42 } }, /"note"/],
+      [{ feedback_type: 'wandb.note.1', payload: { note: '' } }, /1 to 1024 characters, got 0/],
+      [{ feedback_type: 'wandb.note.1', payload: { note: 'x'.repeat(1025) } }, /1 to 1024 characters, got 1025/],
+      [{ feedback_type: 'wandb.note.1', payload: { note: '😀'.repeat(1025) } }, /got 1025/],
       [{ id: 'f1', payload: { note: 'different' } }, /already exists/],
     ];
     for (const [body, reason] of cases) {
@@ -191,5 +196,13 @@ describe('feedback over HTTP', () => {
     ).toBe(403);
     expect((await call('/feedback/purge', { project_id: 'other/proj', query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: 'f1' }] } } }, narrow)).status).toBe(403);
     expect(feedbackRows()).toHaveLength(3);
+  });
+
+  // Last: it adds a record the tests above count.
+  it('takes notes of up to 1024 characters, counting a character outside the BMP once', async () => {
+    const longest = '😀'.repeat(1024); // 2048 UTF-16 units
+    const res = await create({ feedback_type: 'wandb.note.1', payload: { note: longest, extra: true } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.payload).toEqual({ note: longest, extra: true });
   });
 });

@@ -30,6 +30,10 @@ export const MAX_PAYLOAD_BYTES = 1 << 20;
 export const MAX_FEEDBACK_ID_LENGTH = 128;
 /** The reaction feedback type, whose payload is `{"emoji": <one emoji>}`. */
 export const REACTION_FEEDBACK_TYPE = 'wandb.reaction.1';
+/** The note feedback type, whose payload holds `note`: text of 1 to {@link MAX_NOTE_CHARS} characters. */
+export const NOTE_FEEDBACK_TYPE = 'wandb.note.1';
+/** The hosted service's bounds on a note, in characters (code points, as Python counts them). */
+const MAX_NOTE_CHARS = 1024;
 
 /** What `$expr`, `sort_by` and `fields` may name. Column names only: never user text. */
 export const FEEDBACK_FIELDS: FieldTable = {
@@ -172,6 +176,7 @@ function validatedRow(request: FeedbackCreateReq, wbUserId: string): FeedbackRow
     throw new BadRequestError(`Feedback payload is larger than ${MAX_PAYLOAD_BYTES} bytes of JSON`);
   }
   if (request.feedback_type === REACTION_FEEDBACK_TYPE) checkReaction(request.payload);
+  if (request.feedback_type === NOTE_FEEDBACK_TYPE) checkNote(request.payload);
   const id = request.id ?? uuidv7();
   if (id.length === 0 || id.length > MAX_FEEDBACK_ID_LENGTH) {
     throw new BadRequestError(`Feedback id must have 1 to ${MAX_FEEDBACK_ID_LENGTH} characters`);
@@ -253,6 +258,35 @@ function checkReaction(payload: Record<string, unknown>): void {
   if (!isSingleEmoji(emoji)) {
     throw new BadRequestError(`${REACTION_FEEDBACK_TYPE} emoji must be exactly one emoji, got ${quote(emoji)}`);
   }
+}
+
+/**
+ * A note is what the hosted service takes: `note` text of 1 to 1024 characters (other members
+ * are kept, as there).
+ */
+function checkNote(payload: Record<string, unknown>): void {
+  const note = payload.note;
+  if (typeof note !== 'string') {
+    throw new BadRequestError(`${NOTE_FEEDBACK_TYPE} payload must hold "note": text of 1 to ${MAX_NOTE_CHARS} characters`);
+  }
+  const chars = codePointCount(note);
+  if (chars < 1 || chars > MAX_NOTE_CHARS) {
+    throw new BadRequestError(`${NOTE_FEEDBACK_TYPE} note must have 1 to ${MAX_NOTE_CHARS} characters, got ${chars}`);
+  }
+}
+
+function codePointCount(text: string): number {
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    // A surrogate pair is one character; a lone surrogate counts as one, as Python counts it.
+    if (code >= 0xd800 && code <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+    count++;
+  }
+  return count;
 }
 
 /** A stored row as the record of SPEC §2.3 (every field, payload parsed). */
