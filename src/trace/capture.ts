@@ -43,8 +43,11 @@ interface Limits {
   readonly depth: number;
 }
 
-// Generous: embeddings (1536-3072 numbers) must survive whole; maxValueBytes bounds the size.
-const FIRST_ITEMS = 10_000;
+/**
+ * Most items of a list, or members of an object, a capture keeps (before any shrinking pass).
+ * Generous: embeddings (1536-3072 numbers) must survive whole; maxValueBytes bounds the size.
+ */
+export const MAX_CAPTURED_ITEMS = 10_000;
 const FIRST_DEPTH = 24;
 const SHRINK_PASSES = 6;
 
@@ -62,7 +65,7 @@ const MORE_KEYS = '…';
 export function capture(value: unknown, policy: CapturePolicy): Captured {
   try {
     const max = policy.maxValueBytes;
-    let limits: Limits = { strings: max, items: FIRST_ITEMS, depth: FIRST_DEPTH };
+    let limits: Limits = { strings: max, items: MAX_CAPTURED_ITEMS, depth: FIRST_DEPTH };
     let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [] }, 0);
     for (let pass = 0; pass < SHRINK_PASSES; pass++) {
       const json = JSON.stringify(data) ?? 'null';

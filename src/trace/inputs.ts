@@ -11,7 +11,7 @@
  * `maxValueBytes`, a `redact` function) takes that general way, and both ways give the same text
  * (test/trace/inputs.test.ts compares them).
  */
-import { captureRecord, utf8Length, type CapturePolicy } from './capture.js';
+import { captureRecord, MAX_CAPTURED_ITEMS, utf8Length, type CapturePolicy } from './capture.js';
 import { namedInputs, type ParamSpec } from './params.js';
 import { REDACTED } from './redact.js';
 
@@ -41,7 +41,9 @@ export function compileInputs(params: readonly ParamSpec[] | null, policy: Captu
   // A rest parameter collects its arguments into a list: that call takes the general way.
   const restAt = declared.findIndex((spec) => spec.rest);
   const directUpTo = restAt < 0 ? Number.POSITIVE_INFINITY : restAt;
-  return (args) => (args.length <= directUpTo && scalarInputs(args, members, policy)) || general(args);
+  // capture() keeps the first MAX_CAPTURED_ITEMS members of a record: past that, its way.
+  const directArgs = Math.min(directUpTo, MAX_CAPTURED_ITEMS);
+  return (args) => (args.length <= directArgs && scalarInputs(args, members, policy)) || general(args);
 }
 
 function memberOf(key: string, policy: CapturePolicy): Member {
@@ -66,6 +68,8 @@ function scalarInputs(args: readonly unknown[], members: readonly Member[], poli
         case 'undefined':
           continue;
         case 'string':
+          // Checked before writing: a string far over the cap is never copied, only cut by capture().
+          if (json.length + value.length + 2 > max) return undefined;
           text = JSON.stringify(value);
           break;
         case 'number':

@@ -49,6 +49,20 @@ describe('compileInputs', () => {
     expect(JSON.parse(json).text).toMatch(/…\[truncated \d+ chars\]$/);
   });
 
+  it('never copies a string far over the cap, and keeps capture()\'s member limit', () => {
+    const huge = '"'.repeat(3_000_000); // 6 MB of escaped JSON were it written whole
+    const json = inputsOf('function f(a) {}', [huge], policy(undefined, 1024));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(1024);
+    expect(json).toMatch(/truncated/);
+    const many: unknown[] = Array.from({ length: 10_001 }, () => 1);
+    many[5] = undefined;
+    for (const source of ['function f(a) {}', 'function f(password) {}']) {
+      const params = parseParams(source);
+      expect(compileInputs(params, policy())(many)).toBe(captureRecord(namedInputs(params, many), policy()));
+    }
+    expect(JSON.parse(compileInputs(parseParams('function f(a) {}'), policy())(many))['…']).toBe('[1 more keys]');
+  });
+
   it('gives the object way\'s text for parameter names that could collide or are special', () => {
     for (const source of ['function f(a, a) {}', 'function f(arg1, b) {}', 'function f(__proto__, b) {}']) {
       const params = parseParams(source);
