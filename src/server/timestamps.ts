@@ -97,8 +97,17 @@ function utcYearStart(year: number): number {
  * formatMicros(1767323045123456); // '2026-01-02T03:04:05.123456Z'
  */
 export function formatMicros(micros: number): string {
-  const millis = Math.floor(micros / 1000);
-  const subMillis = micros - millis * 1000;
+  let millis = Math.floor(micros / 1000);
+  let subMillis = Math.round(micros - millis * 1000);
+  // Past 2^53 µs (about year 2255) doubles step by more than 1 µs and the product can round past
+  // `micros`: keep the digits within 000-999 (the text stays canonical; those µs are lost anyway).
+  if (subMillis < 0) {
+    millis -= 1;
+    subMillis += 1000;
+  } else if (subMillis > 999) {
+    millis += 1;
+    subMillis -= 1000;
+  }
   const iso = new Date(millis).toISOString(); // YYYY-MM-DDTHH:MM:SS.mmmZ for years 0-9999
   return `${iso.slice(0, -1)}${String(subMillis).padStart(3, '0')}Z`;
 }

@@ -8,7 +8,7 @@ import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
 const PROJECT = 'acme/unicode';
 const TRACE = 'eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee';
-const NAMES = ['ÉCOLE normale', 'Straße', 'ΣΟΦΙΑ', 'plain ascii', 'İstanbul'];
+const NAMES = ['ÉCOLE normale', 'Straße', 'ΣΟΦΙΑ', 'plain ascii', 'İstanbul', 'ΟΔΟΣΑ', '20 \u212A'];
 const callId = (n: number): string => (0xdef00 + n).toString(16).padStart(16, '0');
 let server: TestServer;
 
@@ -76,6 +76,14 @@ describe('$contains case_insensitive beyond ASCII', () => {
       expect(await read('PLAIN')).toEqual(['plain ascii']);
       expect(await read('normale')).toEqual(['ÉCOLE normale']);
       expect(await read('50%')).toEqual([]);
+    }
+  });
+
+  it('matches a final sigma inside a word, and the Kelvin sign as written', async () => {
+    for (const read of [callsMatching, notesMatching]) {
+      expect(await read('ΟΔΟΣ')).toEqual(['ΟΔΟΣΑ']);
+      expect(await read('οδος')).toEqual(['ΟΔΟΣΑ']);
+      expect(await read('\u212A')).toEqual(['20 \u212A']);
     }
   });
 

@@ -10,7 +10,7 @@ import {
   MAX_QUERY_DEPTH,
   splitFieldPath,
 } from '../../src/server/query/index.js';
-import { registerSqlFunctions } from '../../src/server/store/sql-functions.js';
+import { registerSqlFunctions } from '../../src/server/query/sql-functions.js';
 
 /**
  * A calls-like table: text, number and JSON columns plus two derived fields that shadow part of

@@ -86,6 +86,28 @@ describe('calls: microsecond precision', () => {
     expect(await idsOf('$gte', '2026-03-01T10:00:00.1235Z')).toEqual([callId(12)]);
   });
 
+  it('reads $in lists of instants the way $eq reads each', async () => {
+    const response = await post(server.url, '/calls/stream_query', {
+      project_id: project,
+      query: {
+        $expr: {
+          $in: [
+            { $getField: 'started_at' },
+            [{ $literal: '2026-03-01T11:00:00.123456+01:00' }, { $literal: Date.UTC(2026, 2, 1, 10) / 1000 + 0.1235 }, { $literal: 'not a time' }],
+          ],
+        },
+      },
+    });
+    expect(response.status, response.text).toBe(200);
+    expect(response.text.trim().split('\n').map((line) => JSON.parse(line).id)).toEqual([callId(11), callId(12)]);
+  });
+
+  it('reads every form parseTimestamp takes as an instant (a date with a zone, a comma fraction)', async () => {
+    expect(await idsOf('$gt', '2026-03-01+05:00')).toEqual([callId(10), callId(11), callId(12)]);
+    expect(await idsOf('$lt', '2026-03-01Z')).toEqual([]);
+    expect(await idsOf('$eq', '2026-03-01T10:00:00,1235Z')).toEqual([callId(12)]);
+  });
+
   it('reads Unix seconds to the microsecond', async () => {
     const second = Date.UTC(2026, 2, 1, 10) / 1000;
     expect(await idsOf('$lte', second + 0.123456)).toEqual([callId(10), callId(11)]);

@@ -83,6 +83,19 @@ describe('formatMicros', () => {
     expect(formatMicros(-1)).toBe('1969-12-31T23:59:59.999999Z');
     expect(formatMicros(Date.UTC(2026, 0, 2, 3, 4, 5, 123) * 1000 + 456)).toBe('2026-01-02T03:04:05.123456Z');
   });
+
+  it('keeps the fixed form past 2^53 µs (about year 2255), where doubles lose microseconds', () => {
+    const canonical = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+    for (const text of ['6533-09-17T07:10:28.690996Z', '9000-06-30T23:59:59.999999Z', '2300-01-01T00:00:00.000001Z', '4000-01-01T00:00:00.999990Z']) {
+      const instant = parseTimestamp(text)!;
+      expect(instant.text, text).toMatch(canonical);
+      // Within the double's step there (32 µs near year 9999) of the instant written.
+      expect(Math.abs(parseTimestamp(instant.text)!.micros - instant.micros), text).toBeLessThanOrEqual(32);
+    }
+    for (let seconds = 142001741566.001; seconds < 142001741567; seconds += 0.0137) {
+      expect(instantFromSeconds(seconds)?.text).toMatch(canonical);
+    }
+  });
 });
 
 describe('instantFromSeconds', () => {

@@ -9,6 +9,7 @@
  */
 
 import type { ComparisonOperator, ConvertTarget, LiteralValue, Operand } from './ast.js';
+import { unicodeLower } from './sql-functions.js';
 import { instantFromSeconds, parseTimestamp } from '../timestamps.js';
 import type { FieldTable } from './fields.js';
 import { resolveField } from './paths.js';
@@ -55,22 +56,12 @@ function epochSeconds(timestamp: SqlFragment): SqlFragment {
   return sql`unixepoch(${timestamp}, 'subsec')`;
 }
 
-/** Date, or date and time with optional fraction and zone; a time without a zone is UTC (SPEC §2). */
-const TIMESTAMP_TEXT = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(Z|[+-]\d{2}:?\d{2})?)?$/i;
-
-/** Unix seconds of an ISO 8601 timestamp literal, or null when the text is not one. */
-function timestampSeconds(text: string): number | null {
-  const match = TIMESTAMP_TEXT.exec(text);
-  if (match === null) return null;
-  const [, date, time, zone] = match;
-  const millis = Date.parse(time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${zone ?? 'Z'}`);
-  return Number.isNaN(millis) ? null : millis / 1000;
-}
-
 /**
  * Canonical text (`2026-01-02T03:04:05.123456Z`) of a literal naming an instant: ISO 8601 text in
- * any zone or form `parseTimestamp` takes, or Unix seconds. Null for anything else, and for
- * instants outside years 0001-9999, which that text cannot hold.
+ * any zone or form `parseTimestamp` takes (digits past the microsecond dropped, as when a call is
+ * written), or Unix seconds (rounded to the microsecond: a double such as 1767225600.1 is a hair
+ * under its decimal). Null for anything else, and for instants outside years 0001-9999, which
+ * that text cannot hold.
  */
 function instantText(value: LiteralValue): string | null {
   if (typeof value === 'number') return instantFromSeconds(value)?.text ?? null;
@@ -80,9 +71,9 @@ function instantText(value: LiteralValue): string | null {
 
 /**
  * A timestamp column and an instant literal compared as canonical text. The columns hold that
- * text (fixed width, so text order is time order), so this is exact to the microsecond, and a
- * range on `started_at` can use the `(project_id, started_at)` index instead of converting every
- * row.
+ * text (fixed width, so text order is time order), so this is exact to the microsecond (where a
+ * double holds microseconds exactly: up to about year 2255), and a range on `started_at` can use
+ * the `(project_id, started_at)` index instead of converting every row.
  */
 function asInstantText(v: Value): SqlFragment {
   if (v.kind === 'literal') return param(instantText(v.value));
@@ -90,16 +81,12 @@ function asInstantText(v: Value): SqlFragment {
 }
 
 /**
- * The value as Unix seconds, for comparisons of a timestamp column with a literal that has no
- * canonical text (accepted by the looser pattern below but not by `parseTimestamp`, or out of
- * range). Millisecond precision: SQLite's `unixepoch(..., 'subsec')` stops there.
+ * The value as Unix seconds, for comparing a timestamp column with a number outside years
+ * 0001-9999 (which no canonical text holds; every stored time is then before or after it).
+ * Millisecond precision: SQLite's `unixepoch(..., 'subsec')` stops there.
  */
 function asEpoch(v: Value): SqlFragment {
-  if (v.kind === 'literal') {
-    const value = v.value;
-    return param(typeof value === 'string' ? timestampSeconds(value) : literalNumber(value));
-  }
-  return asNumber(v);
+  return v.kind === 'literal' ? param(literalNumber(v.value)) : asNumber(v);
 }
 
 function literalNumber(value: LiteralValue): Bindable {
@@ -216,18 +203,26 @@ function exists(v: Value): SqlFragment {
 
 type Reading = (v: Value) => SqlFragment;
 
+function isTimestamp(v: Value): boolean {
+  return v.kind === 'scalar' && v.type === 'datetime';
+}
+
+/** A literal a timestamp column compares with as an instant: a number, or text `parseTimestamp` takes. */
+function isInstant(v: Value): v is Extract<Value, { kind: 'literal' }> {
+  return v.kind === 'literal' && (typeof v.value === 'number' || (typeof v.value === 'string' && parseTimestamp(v.value) !== null));
+}
+
+function instantReading(literal: LiteralValue): Reading {
+  return instantText(literal) !== null ? asInstantText : asEpoch;
+}
+
 /**
  * Which reading two values are compared in: a timestamp column against a number or timestamp
  * literal compares instants; otherwise the literal's type, else the typed side's, else native.
  */
 function readingFor(a: Value, b: Value): Reading {
-  const isTimestamp = (v: Value) => v.kind === 'scalar' && v.type === 'datetime';
-  const isInstant = (v: Value) =>
-    v.kind === 'literal' && (typeof v.value === 'number' || (typeof v.value === 'string' && timestampSeconds(v.value) !== null));
-  if ((isTimestamp(a) && isInstant(b)) || (isTimestamp(b) && isInstant(a))) {
-    const literal = a.kind === 'literal' ? a.value : (b as Extract<Value, { kind: 'literal' }>).value;
-    return instantText(literal) !== null ? asInstantText : asEpoch;
-  }
+  if (isTimestamp(a) && isInstant(b)) return instantReading(b.value);
+  if (isTimestamp(b) && isInstant(a)) return instantReading(a.value);
   for (const side of [a, b]) {
     if (side.kind !== 'literal') continue;
     const value = side.value;
@@ -290,16 +285,16 @@ function jsonEqualsText(json: Value, literal: Value): SqlFragment | undefined {
 
 /**
  * `$contains` with `case_insensitive`. Both sides are lower-cased by Unicode's rules
- * (`unicode_lower`, store/sql-functions.ts), except for a literal substring of ASCII characters
+ * (`unicode_lower`, query/sql-functions.ts), except for a literal substring of ASCII characters
  * only: then SQLite's faster `lower()` (ASCII letters) folds the text, which finds the same
  * matches except where the text holds one of the two characters whose lower case is ASCII,
  * `İ` (U+0130) and the Kelvin sign (U+212A). A literal substring is lower-cased here, once.
  */
 function caseInsensitiveContains(input: SqlFragment, substr: Value): SqlFragment {
   if (substr.kind === 'literal' && typeof substr.value === 'string') {
-    const needle = substr.value.toLowerCase();
-    const fold = /^[\x00-\x7f]*$/.test(needle) ? raw('lower') : raw('unicode_lower');
-    return sql`(instr(${fold}(${input}), ${param(needle)}) > 0)`;
+    // The substring as written decides: the Kelvin sign lower-cases to an ASCII `k`.
+    const fold = /^[\x00-\x7f]*$/.test(substr.value) ? raw('lower') : raw('unicode_lower');
+    return sql`(instr(${fold}(${input}), ${param(unicodeLower(substr.value))}) > 0)`;
   }
   return sql`(instr(unicode_lower(${input}), unicode_lower(${asText(substr)})) > 0)`;
 }
@@ -316,9 +311,13 @@ function membership(needle: Value, haystack: readonly Value[]): SqlFragment {
   const jsonTexts: string[] = [];
   let hasNull = false;
   const others: SqlFragment[] = [];
+  // A timestamp column's instants, as the canonical text it holds (`$eq` reads them the same way).
+  const instants: string[] = [];
   for (const item of haystack) {
-    if (item.kind !== 'literal') {
-      others.push(compare('$eq', needle, item));
+    if (item.kind !== 'literal' || (isTimestamp(needle) && isInstant(item))) {
+      const instant = item.kind === 'literal' ? instantText(item.value) : null;
+      if (instant !== null) instants.push(instant);
+      else others.push(compare('$eq', needle, item));
       continue;
     }
     const value = item.value;
@@ -329,6 +328,7 @@ function membership(needle: Value, haystack: readonly Value[]): SqlFragment {
     else jsonTexts.push(JSON.stringify(value));
   }
   const parts: SqlFragment[] = [];
+  if (instants.length > 0) parts.push(inList(asText(needle), instants));
   if (numbers.length > 0) parts.push(inList(asNumber(needle), numbers));
   if (texts.length > 0) {
     // The same single read as jsonEqualsText when no listed text could be a number or boolean.

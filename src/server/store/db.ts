@@ -4,7 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from './schema.js';
-import { registerSqlFunctions } from './sql-functions.js';
+import { registerSqlFunctions } from '../query/sql-functions.js';
 
 /**
  * Open (creating when absent) the database at `path` (`:memory:` for a throwaway one) and bring

@@ -17,7 +17,7 @@
  */
 import Database from 'better-sqlite3';
 import { ServiceUnavailableError } from '../errors.js';
-import { registerSqlFunctions } from './sql-functions.js';
+import { registerSqlFunctions } from '../query/sql-functions.js';
 import { StatementCache } from './statement-cache.js';
 
 /** A read-only connection with its own prepared statements. */
