@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { closeDatabase, openDatabase } from '../../src/server/store/db.js';
-import { startWalCheckpoints } from '../../src/server/store/wal-checkpoints.js';
+import { startWalCheckpoints, type WalCheckpointOptions } from '../../src/server/store/wal-checkpoints.js';
 
 let dir: string;
 let path: string;
@@ -33,14 +33,18 @@ function writeRows(db: Database.Database, from: number, count: number): void {
 const walFrames = (db: Database.Database): number => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]?.log ?? 0;
 
 describe('startWalCheckpoints', () => {
-  it('copies committed pages into the database file from its worker, and the WAL then restarts', async () => {
+  /**
+   * Writes with checkpoints running (`options`), then waits until every page is in the database
+   * file and checks that the next transaction restarts the WAL. The writer never checkpoints
+   * itself (its backstop is far away), so only `startWalCheckpoints` can grow the file.
+   */
+  async function expectCheckpointed(options: WalCheckpointOptions): Promise<void> {
     const db = openDatabase(path);
-    const stop = startWalCheckpoints(db, { intervalMs: 20, startAtWalBytes: 0 });
+    const stop = startWalCheckpoints(db, { intervalMs: 20, startAtWalBytes: 0, ...options });
     try {
       writeRows(db, 0, 500);
       const pages = db.pragma('page_count', { simple: true }) as number;
       const pageSize = db.pragma('page_size', { simple: true }) as number;
-      // The writer never checkpointed (the backstop is far away): the file grows only by the worker.
       await vi.waitFor(() => expect(statSync(path).size).toBe(pages * pageSize), { timeout: 10_000, interval: 20 });
       // Fully copied, so the next transaction starts the WAL over instead of appending.
       writeRows(db, 500, 1);
@@ -49,24 +53,14 @@ describe('startWalCheckpoints', () => {
       await stop();
       closeDatabase(db);
     }
+  }
+
+  it('copies committed pages into the database file from its worker, and the WAL then restarts', async () => {
+    await expectCheckpointed({});
   });
 
   it('checkpoints on this thread when its worker cannot load the driver', async () => {
-    const db = openDatabase(path);
-    const driverPath = join(dir, 'no-such-driver.js');
-    const stop = startWalCheckpoints(db, { intervalMs: 20, startAtWalBytes: 0, driverPath });
-    try {
-      writeRows(db, 0, 500);
-      const pages = db.pragma('page_count', { simple: true }) as number;
-      const pageSize = db.pragma('page_size', { simple: true }) as number;
-      // Only a checkpoint grows the file; with the worker gone, only the main-thread one can.
-      await vi.waitFor(() => expect(statSync(path).size).toBe(pages * pageSize), { timeout: 10_000, interval: 20 });
-      writeRows(db, 500, 1);
-      expect(walFrames(db)).toBeLessThan(10);
-    } finally {
-      await stop();
-      closeDatabase(db);
-    }
+    await expectCheckpointed({ driverPath: join(dir, 'no-such-driver.js') });
   });
 
   it('does not start its worker while the WAL is small', async () => {
