@@ -74,6 +74,12 @@ export interface Batcher<T> {
    */
   shutdown(timeoutMs?: number): Promise<void>;
   stats(): DeliveryStats;
+  /**
+   * The process is about to exit: records waiting for a delivery thread that is still loading go
+   * out on this thread instead (waiting for it to load costs more than their delivery). A flush
+   * after this covers them. Optional: a batcher without such a thread has nothing to do.
+   */
+  settleForExit?(): void;
 }
 
 /** The service's answer that asks for `/v2/{entity}/{project}/calls/complete` (SPEC §2.1). */

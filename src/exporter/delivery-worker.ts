@@ -54,6 +54,7 @@ port.on('message', (message: ToWorker) => {
 // Deliveries and drops happen between messages: report them while they change. Unref'd, though
 // the worker as a whole is unref'd by the exporter anyway.
 setInterval(report, statsIntervalMs).unref();
+post({ type: 'ready' });
 
 function report(): void {
   const stats = batcher.stats();

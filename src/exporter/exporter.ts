@@ -59,6 +59,7 @@ export class CallbridgeExporter implements SpanExporter {
         gaveUp = exporter.#batcher.shutdown(0);
       }, exporter.#shutdownTimeoutMs);
       try {
+        exporter.#batcher.settleForExit?.();
         await flush();
       } finally {
         clearTimeout(deadline);

@@ -12,6 +12,11 @@
  *   thread instead (see `#fallBack`), and the ones it held are counted as `shutdown` drops.
  * - No stall in `span.end()`: `add()` only measures and queues; the copy is made later (from a
  *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`).
+ * - Start-up: the worker starts with the first span and takes 150-250 ms to load; spans wait here
+ *   until it reports `ready` (a flush meanwhile waits for it). Only the exit flush of `register()`
+ *   does not wait: it delivers what waits on this thread (`settleForExit`), so a short script ends
+ *   as soon as on the main thread instead of ~240 ms later. A worker never ready counts as one
+ *   that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or shutdown waits for it, so it keeps
  *   the process alive exactly as long as main-thread delivery would (`register()`'s exit flush).
@@ -52,6 +57,8 @@ const POST_DELAY_MS = 5;
 export const WORKER_STATS_INTERVAL_MS = 25;
 /** After a shutdown's own timeout, how long the worker may take to answer before it is stopped. */
 const WORKER_SHUTDOWN_GRACE_MS = 2000;
+/** A worker not ready this long after it was started is given up, like one that cannot start. */
+const WORKER_READY_TIMEOUT_MS = 10_000;
 /**
  * The worker's young generation. V8's default gives it 32 MB of semi-spaces from the start,
  * although what lives there is short-lived (a span's decoded copy until its batch is written).
@@ -67,6 +74,8 @@ export interface WorkerDeliveryOptions {
   readonly workerScript: URL;
   /** Main-thread delivery, taken over if the worker stops unexpectedly. */
   readonly createFallback: () => Batcher<ReadableSpan>;
+  /** How long the worker may take to report `ready`. @default WORKER_READY_TIMEOUT_MS */
+  readonly readyTimeoutMs?: number;
 }
 
 /** Spans handed to the worker in one message and not yet acknowledged by it. */
@@ -90,13 +99,20 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #options: ResolvedExporterOptions;
   readonly #workerScript: URL;
   readonly #createFallback: () => Batcher<ReadableSpan>;
+  readonly #readyTimeoutMs: number;
   readonly #reporter = new DropReporter();
 
   #worker: Worker | undefined;
+  /** The worker has loaded and listens: spans are posted to it only from then on. */
+  #workerReady = false;
+  /** Flushes waiting for the worker to be ready (or for delivery to move to this thread). */
+  #readyWaiters: Array<() => void> = [];
   #workerError: unknown;
   /** We are stopping the worker ourselves: its exit is not a failure. */
   #terminating = false;
   #fallback: Batcher<ReadableSpan> | undefined;
+  /** Main-thread delivery of what the exit flush found here while the worker was still loading. */
+  #atExit: Batcher<ReadableSpan> | undefined;
 
   // Admitted spans not yet posted, read from #outboxHead (cleared slots behind it).
   #outbox: Array<ReadableSpan | undefined> = [];
@@ -121,10 +137,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
 
-  constructor({ options, workerScript, createFallback }: WorkerDeliveryOptions) {
+  constructor({ options, workerScript, createFallback, readyTimeoutMs = WORKER_READY_TIMEOUT_MS }: WorkerDeliveryOptions) {
     this.#options = options;
     this.#workerScript = workerScript;
     this.#createFallback = createFallback;
+    this.#readyTimeoutMs = readyTimeoutMs;
   }
 
   add(span: ReadableSpan): boolean {
@@ -159,11 +176,17 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   }
 
   forceFlush(): Promise<void> {
-    if (this.#fallback !== undefined) return this.#fallback.forceFlush();
-    if (this.#worker === undefined && this.#outboxCount() === 0) return Promise.resolve();
-    if (!this.#ensureWorker()) return this.#fallback!.forceFlush();
-    this.#postAll();
-    return this.#request({ type: 'flush', id: 0 });
+    const atExit = this.#atExit?.forceFlush();
+    if (this.#fallback !== undefined) return Promise.all([atExit, this.#fallback.forceFlush()]).then(() => {});
+    // Before `ready` nothing has been posted: with nothing waiting either, the worker holds nothing.
+    if (!this.#workerReady && this.#outboxCount() === 0) return atExit ?? Promise.resolve();
+    if (!this.#ensureWorker()) return this.forceFlush();
+    const inWorker = this.#workerReady ? this.#flushWorker() : this.#untilReady().then(() => this.forceFlush());
+    return Promise.all([atExit, inWorker]).then(() => {});
+  }
+
+  settleForExit(): void {
+    if (!this.#workerReady && this.#fallback === undefined) this.#deliverOutboxHere();
   }
 
   shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {
@@ -175,7 +198,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   stats(): DeliveryStats {
     const remote = this.#remote;
-    const local = this.#fallback?.stats() ?? NOTHING_YET;
+    const local = sumStats(this.#fallback?.stats() ?? NOTHING_YET, this.#atExit?.stats() ?? NOTHING_YET);
     const dropped = zeroDrops();
     for (const reason of DROP_REASONS) {
       dropped[reason] = remote.dropped[reason] + local.dropped[reason] + this.#localDrops[reason];
@@ -194,7 +217,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   // ---- the application's side of the port ---------------------------------------------------
 
   #heldBytes(): number {
-    return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes;
+    const atExit = this.#atExit?.stats().queuedBytes ?? 0;
+    return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes + atExit;
   }
 
   #outboxCount(): number {
@@ -205,7 +229,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#postScheduled = false;
     clearTimeout(this.#postTimer);
     this.#postTimer = undefined;
-    if (this.#outboxCount() === 0 || !this.#ensureWorker()) return;
+    if (this.#outboxCount() === 0 || !this.#ensureWorker() || !this.#workerReady) return;
     const started = performance.now();
     do this.#postMessageOfSpans();
     while (this.#outboxCount() > 0 && performance.now() - started < POST_SLICE_BUDGET_MS);
@@ -253,6 +277,45 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#inTransitCount += spans.length;
   }
 
+  #flushWorker(): Promise<void> {
+    this.#postAll();
+    return this.#request({ type: 'flush', id: 0 });
+  }
+
+  /** Resolves when the worker is ready, or delivery has moved to this thread. */
+  #untilReady(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#readyWaiters.push(resolve);
+      this.#refWhileWaited();
+    });
+  }
+
+  #settleReadyWaiters(): void {
+    const waiters = this.#readyWaiters;
+    this.#readyWaiters = [];
+    this.#refWhileWaited();
+    for (const resolve of waiters) resolve();
+  }
+
+  /** The spans waiting for a worker that is not ready go to delivery on this thread. */
+  #deliverOutboxHere(): void {
+    if (this.#outboxCount() === 0) return;
+    const atExit = (this.#atExit ??= this.#createFallback());
+    for (const span of this.#takeOutbox()) atExit.add(span);
+  }
+
+  /** Every admitted span not yet posted, in order; the outbox is left empty. */
+  #takeOutbox(): ReadableSpan[] {
+    const spans = this.#outbox.slice(this.#outboxHead) as ReadableSpan[];
+    clearTimeout(this.#postTimer);
+    this.#postTimer = undefined;
+    this.#outbox = [];
+    this.#outboxBytes = [];
+    this.#outboxHead = 0;
+    this.#outboxTotalBytes = 0;
+    return spans;
+  }
+
   #request(message: Extract<ToWorker, { type: 'flush' | 'shutdown' }>): Promise<void> {
     const id = ++this.#nextRequestId;
     return new Promise<void>((resolve) => {
@@ -265,12 +328,20 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   /** Keep the process alive while a flush or shutdown waits for the worker; otherwise never. */
   #refWhileWaited(): void {
     if (this.#worker === undefined) return;
-    if (this.#requests.size > 0) this.#worker.ref();
+    if (this.#requests.size > 0 || this.#readyWaiters.length > 0) this.#worker.ref();
     else this.#worker.unref();
   }
 
   #onMessage(message: FromWorker): void {
     switch (message.type) {
+      case 'ready':
+        this.#workerReady = true;
+        this.#settleReadyWaiters();
+        if (this.#outboxCount() > 0 && !this.#postScheduled) {
+          this.#postScheduled = true;
+          setImmediate(this.#postSlice);
+        }
+        break;
       case 'stats':
         this.#applyReport(message);
         break;
@@ -330,6 +401,12 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // After the listeners: adding a 'message' listener refs the worker's port again.
     worker.unref();
     this.#worker = worker;
+    setTimeout(() => {
+      if (this.#worker !== worker || this.#workerReady) return;
+      this.#terminating = true;
+      void worker.terminate();
+      this.#fallBack(`was not ready within ${this.#readyTimeoutMs} ms`);
+    }, this.#readyTimeoutMs).unref();
     return true;
   }
 
@@ -350,11 +427,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const fallback = this.#createFallback();
     this.#fallback = fallback;
     for (const message of this.#inTransit.splice(0)) for (const span of message.spans) fallback.add(span);
-    for (let i = this.#outboxHead; i < this.#outbox.length; i++) fallback.add(this.#outbox[i]!);
-    this.#outbox = [];
-    this.#outboxBytes = [];
-    this.#outboxHead = 0;
-    this.#outboxTotalBytes = 0;
+    for (const span of this.#takeOutbox()) fallback.add(span);
     this.#inTransitBytes = 0;
     this.#inTransitCount = 0;
     // Whoever waits for the worker now waits for the spans that moved here.
@@ -363,6 +436,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     void fallback.forceFlush().then(() => {
       for (const resolve of waiting) resolve();
     });
+    // Flushes waiting for the worker to load go on with delivery here.
+    this.#settleReadyWaiters();
   }
 
   /** Count everything the worker holds or has not acknowledged as `shutdown`: it is being stopped. */
@@ -376,7 +451,18 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   async #close(timeoutMs: number): Promise<void> {
     this.#closing = true;
-    if ((this.#worker !== undefined || this.#outboxCount() > 0) && this.#ensureWorker()) {
+    if (this.#fallback === undefined && !this.#workerReady) {
+      // Nothing was ever posted to it: what waits is delivered here, and a worker still loading
+      // is stopped without waiting for it.
+      this.#deliverOutboxHere();
+      const loading = this.#worker;
+      if (loading !== undefined) {
+        this.#terminating = true;
+        this.#worker = undefined;
+        this.#settleReadyWaiters();
+        await loading.terminate();
+      }
+    } else if ((this.#worker !== undefined || this.#outboxCount() > 0) && this.#ensureWorker()) {
       this.#postAll();
       const answered = await settleWithin(this.#request({ type: 'shutdown', id: 0, timeoutMs }), timeoutMs + WORKER_SHUTDOWN_GRACE_MS);
       const worker = this.#worker;
@@ -388,9 +474,24 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         await worker.terminate();
       }
     }
-    await this.#fallback?.shutdown(timeoutMs);
+    await Promise.all([this.#fallback?.shutdown(timeoutMs), this.#atExit?.shutdown(timeoutMs)]);
     this.#reporter.report();
   }
+}
+
+/** Two batchers' counters added up. */
+function sumStats(a: DeliveryStats, b: DeliveryStats): DeliveryStats {
+  const dropped = zeroDrops();
+  for (const reason of DROP_REASONS) dropped[reason] = a.dropped[reason] + b.dropped[reason];
+  return {
+    queued: a.queued + b.queued,
+    queuedBytes: a.queuedBytes + b.queuedBytes,
+    inFlight: a.inFlight + b.inFlight,
+    delivered: a.delivered + b.delivered,
+    retried: a.retried + b.retried,
+    batchesSent: a.batchesSent + b.batchesSent,
+    dropped,
+  };
 }
 
 function describeError(error: unknown): string {

@@ -34,6 +34,8 @@ export interface WorkerStatsReport {
 
 /** Worker -> application thread. */
 export type FromWorker =
+  /** The worker has loaded and listens: spans are posted from now on. Sent once, first. */
+  | { readonly type: 'ready' }
   | ({ readonly type: 'stats' } & WorkerStatsReport)
   /** The request `id` (flush or shutdown) is complete; the counters as they stand then. */
   | ({ readonly type: 'done'; readonly id: number } & WorkerStatsReport)

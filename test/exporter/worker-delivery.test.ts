@@ -237,12 +237,13 @@ describe('deliveryThread: worker', () => {
 describe('a delivery worker that fails', () => {
   const fixture = (name: string) => pathToFileURL(join(import.meta.dirname, '..', 'fixtures', name));
 
-  function deliveryWith(workerScript: URL, projectId: string): WorkerDelivery {
+  function deliveryWith(workerScript: URL, projectId: string, readyTimeoutMs?: number): WorkerDelivery {
     const options = resolveExporterOptions({ baseUrl: server.url, projectId, username: 'dev', password: 'pw' });
     const delivery = new WorkerDelivery({
       options,
       workerScript,
       createFallback: () => createBatcher({ ...options, transport: createTransport(options), codec: createSpanCodec(projectId) }),
+      readyTimeoutMs,
     });
     cleanups.push(() => delivery.shutdown());
     return delivery;
@@ -264,6 +265,34 @@ describe('a delivery worker that fails', () => {
     expect(calls).toHaveLength(41);
     expect(errors.filter((line) => line.includes('delivery worker'))).toHaveLength(1);
     expect(errors[0]).toMatch(/cannot start/);
+  });
+
+  it('that is still loading at exit: the exit flush delivers on the application thread without waiting', async () => {
+    // A ready timeout far beyond the test's own: only delivery on this thread can end in time.
+    const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-loading', 120_000);
+    emitVariedSpans(directTo((span) => delivery.add(span)), 11);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the worker has started meanwhile
+    delivery.settleForExit();
+    await delivery.forceFlush();
+    expect(delivery.stats()).toMatchObject({ delivered: 12, queued: 0, inFlight: 0 });
+    expect(await readAllCalls(server.url, 'acme/worker-loading', { username: 'dev', password: 'pw' })).toHaveLength(12);
+  });
+
+  it('that is never ready: given up after its ready timeout, like one that cannot start', async () => {
+    const errors = silenceDiag();
+    const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-never-ready', 300);
+    emitVariedSpans(directTo((span) => delivery.add(span)), 7);
+    await delivery.forceFlush(); // waits for `ready`, then for the delivery that replaces the worker
+    expect(delivery.stats()).toMatchObject({ delivered: 8, queued: 0, dropped: { shutdown: 0 } });
+    expect(errors.filter((line) => line.includes('delivery worker'))).toEqual([expect.stringMatching(/was not ready within 300 ms/)]);
+  });
+
+  it('that is still loading at shutdown: what waits is delivered here and the worker stopped', async () => {
+    const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-loading-shutdown', 120_000);
+    emitVariedSpans(directTo((span) => delivery.add(span)), 5);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await delivery.shutdown();
+    expect(delivery.stats()).toMatchObject({ delivered: 6, queued: 0, dropped: { shutdown: 0 } });
   });
 
   it('that never answers: shutdown still ends after its timeout plus a grace, counting what it held', async () => {
