@@ -13,10 +13,10 @@
  * - No stall in `span.end()`: `add()` only measures and queues; the copy is made later (from a
  *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`).
  * - Start-up: the worker starts with the first span and takes 150-250 ms to load; spans wait here
- *   until it reports `ready` (a flush meanwhile waits for it). Only the exit flush of `register()`
- *   does not wait: it delivers what waits on this thread (`settleForExit`), so a short script ends
- *   as soon as on the main thread instead of ~240 ms later. A worker never ready counts as one
- *   that cannot start.
+ *   until it reports `ready` (a flush meanwhile waits for it). The exit flush of `register()`
+ *   (`settleForExit`) and a shutdown do not wait: they deliver what waits on this thread, so a
+ *   short script ends as soon as on the main thread instead of ~240 ms later. A worker never
+ *   ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or shutdown waits for it, so it keeps
  *   the process alive exactly as long as main-thread delivery would (`register()`'s exit flush).
