@@ -110,9 +110,15 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #workerError: unknown;
   /** We are stopping the worker ourselves: its exit is not a failure. */
   #terminating = false;
-  #fallback: Batcher<ReadableSpan> | undefined;
-  /** Main-thread delivery of what the exit flush found here while the worker was still loading. */
-  #atExit: Batcher<ReadableSpan> | undefined;
+  /**
+   * Delivery on this thread (made when first needed): for what the exit flush or a shutdown found
+   * waiting while the worker was still loading, and for everything once the worker has failed.
+   */
+  #here: Batcher<ReadableSpan> | undefined;
+  /** The worker failed: every span goes to `#here` from now on. */
+  #fellBack = false;
+  /** The process is about to exit (`settleForExit`): flushes no longer wait for a loading worker. */
+  #exiting = false;
 
   // Admitted spans not yet posted, read from #outboxHead (cleared slots behind it).
   #outbox: Array<ReadableSpan | undefined> = [];
@@ -145,7 +151,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   }
 
   add(span: ReadableSpan): boolean {
-    if (this.#fallback !== undefined) return this.#fallback.add(span);
+    if (this.#fellBack) return this.#here!.add(span);
     if (this.#closing) {
       this.#dropLocally('shutdown', 1, 'the exporter was shut down');
       return false;
@@ -176,17 +182,24 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   }
 
   forceFlush(): Promise<void> {
-    const atExit = this.#atExit?.forceFlush();
-    if (this.#fallback !== undefined) return Promise.all([atExit, this.#fallback.forceFlush()]).then(() => {});
+    // After shutdown everything is settled (or being settled) by it; no worker starts again.
+    if (this.#closing) return this.#shutdownPromise ?? Promise.resolve();
+    if (this.#exiting && !this.#workerReady) this.#deliverOutboxHere();
+    const here = this.#here?.forceFlush();
+    if (this.#fellBack) return here!;
     // Before `ready` nothing has been posted: with nothing waiting either, the worker holds nothing.
-    if (!this.#workerReady && this.#outboxCount() === 0) return atExit ?? Promise.resolve();
+    if (!this.#workerReady && this.#outboxCount() === 0) return here ?? Promise.resolve();
     if (!this.#ensureWorker()) return this.forceFlush();
     const inWorker = this.#workerReady ? this.#flushWorker() : this.#untilReady().then(() => this.forceFlush());
-    return Promise.all([atExit, inWorker]).then(() => {});
+    return Promise.all([here, inWorker]).then(() => {});
   }
 
   settleForExit(): void {
-    if (!this.#workerReady && this.#fallback === undefined) this.#deliverOutboxHere();
+    this.#exiting = true;
+    if (this.#fellBack || this.#workerReady) return;
+    this.#deliverOutboxHere();
+    // Flushes already waiting for the worker to load go on here instead (they no longer wait).
+    this.#settleReadyWaiters();
   }
 
   shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {
@@ -198,7 +211,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   stats(): DeliveryStats {
     const remote = this.#remote;
-    const local = sumStats(this.#fallback?.stats() ?? NOTHING_YET, this.#atExit?.stats() ?? NOTHING_YET);
+    const local = this.#here?.stats() ?? NOTHING_YET;
     const dropped = zeroDrops();
     for (const reason of DROP_REASONS) {
       dropped[reason] = remote.dropped[reason] + local.dropped[reason] + this.#localDrops[reason];
@@ -217,8 +230,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   // ---- the application's side of the port ---------------------------------------------------
 
   #heldBytes(): number {
-    const atExit = this.#atExit?.stats().queuedBytes ?? 0;
-    return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes + atExit;
+    const here = this.#here?.stats().queuedBytes ?? 0;
+    return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes + here;
   }
 
   #outboxCount(): number {
@@ -300,8 +313,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   /** The spans waiting for a worker that is not ready go to delivery on this thread. */
   #deliverOutboxHere(): void {
     if (this.#outboxCount() === 0) return;
-    const atExit = (this.#atExit ??= this.#createFallback());
-    for (const span of this.#takeOutbox()) atExit.add(span);
+    const here = (this.#here ??= this.#createFallback());
+    for (const span of this.#takeOutbox()) here.add(span);
   }
 
   /** Every admitted span not yet posted, in order; the outbox is left empty. */
@@ -378,7 +391,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   /** Start the worker if needed; false when delivery has moved to this thread. */
   #ensureWorker(): boolean {
     if (this.#worker !== undefined) return true;
-    if (this.#fallback !== undefined) return false;
+    if (this.#fellBack) return false;
     let worker: Worker;
     try {
       worker = new Worker(this.#workerScript, {
@@ -424,8 +437,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       `callbridge: the delivery worker ${reason}; delivering on the application's thread from now on` +
         (lost > 0 ? ` (${lost} spans it held are dropped as shutdown)` : ''),
     );
-    const fallback = this.#createFallback();
-    this.#fallback = fallback;
+    const fallback = (this.#here ??= this.#createFallback());
+    this.#fellBack = true;
     for (const message of this.#inTransit.splice(0)) for (const span of message.spans) fallback.add(span);
     for (const span of this.#takeOutbox()) fallback.add(span);
     this.#inTransitBytes = 0;
@@ -451,7 +464,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   async #close(timeoutMs: number): Promise<void> {
     this.#closing = true;
-    if (this.#fallback === undefined && !this.#workerReady) {
+    if (!this.#fellBack && !this.#workerReady) {
       // Nothing was ever posted to it: what waits is delivered here, and a worker still loading
       // is stopped without waiting for it.
       this.#deliverOutboxHere();
@@ -470,28 +483,16 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         if (!answered) this.#abandonWorker('the delivery worker did not stop in time');
         this.#terminating = true;
         this.#worker = undefined;
+        // Flushes still waiting for its answer end with it: what it held is counted above.
+        const waiting = [...this.#requests.values()];
         this.#requests.clear();
+        for (const resolve of waiting) resolve();
         await worker.terminate();
       }
     }
-    await Promise.all([this.#fallback?.shutdown(timeoutMs), this.#atExit?.shutdown(timeoutMs)]);
+    await this.#here?.shutdown(timeoutMs);
     this.#reporter.report();
   }
-}
-
-/** Two batchers' counters added up. */
-function sumStats(a: DeliveryStats, b: DeliveryStats): DeliveryStats {
-  const dropped = zeroDrops();
-  for (const reason of DROP_REASONS) dropped[reason] = a.dropped[reason] + b.dropped[reason];
-  return {
-    queued: a.queued + b.queued,
-    queuedBytes: a.queuedBytes + b.queuedBytes,
-    inFlight: a.inFlight + b.inFlight,
-    delivered: a.delivered + b.delivered,
-    retried: a.retried + b.retried,
-    batchesSent: a.batchesSent + b.batchesSent,
-    dropped,
-  };
 }
 
 function describeError(error: unknown): string {

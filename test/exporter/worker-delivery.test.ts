@@ -5,7 +5,7 @@
  * attribute values cross the thread boundary, and a worker that cannot start or dies loses nothing
  * silently. The worker script is the built `dist/export-worker.js` (npm test builds first).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -99,6 +99,11 @@ function emitVariedSpans(processor: SpanProcessor, count: number): void {
 async function niceOfThread(tid: string): Promise<number> {
   const stat = await readFile(`/proc/self/task/${tid}/stat`, 'utf8').catch(() => '');
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+/** How many threads this process has (Linux); elsewhere 0, which compares equal to itself. */
+async function threadsOfThisProcess(): Promise<number> {
+  return process.platform === 'linux' ? (await readdir('/proc/self/task')).length : 0;
 }
 
 async function threadsWithNice(nice: number): Promise<number> {
@@ -228,6 +233,17 @@ describe('deliveryThread: worker', () => {
     expect(await niceOfThread(String(process.pid))).toBe(0);
   });
 
+  it('after shutdown, a flush starts no worker and keeps the counters', async () => {
+    const exporter = exporterFor('acme/worker-after-shutdown');
+    emitVariedSpans(directTo((span) => exporter.export([span], () => {})), 2);
+    await exporter.forceFlush();
+    await exporter.shutdown();
+    const before = await threadsOfThisProcess();
+    await exporter.forceFlush();
+    expect(exporter.stats()).toMatchObject({ delivered: 3, queued: 0 });
+    expect(await threadsOfThisProcess()).toBe(before);
+  });
+
   it('rejects an unknown deliveryThread at construction', () => {
     expect(() => exporterFor('acme/x', { deliveryThread: 'gpu' as 'main' })).toThrow(InvalidOptionError);
     expect(() => exporterFor('acme/x', { deliveryThread: 'gpu' as 'main' })).toThrow(/deliveryThread/);
@@ -237,8 +253,8 @@ describe('deliveryThread: worker', () => {
 describe('a delivery worker that fails', () => {
   const fixture = (name: string) => pathToFileURL(join(import.meta.dirname, '..', 'fixtures', name));
 
-  function deliveryWith(workerScript: URL, projectId: string, readyTimeoutMs?: number): WorkerDelivery {
-    const options = resolveExporterOptions({ baseUrl: server.url, projectId, username: 'dev', password: 'pw' });
+  function deliveryWith(workerScript: URL, projectId: string, readyTimeoutMs?: number, extra: ExporterOptions = {}): WorkerDelivery {
+    const options = resolveExporterOptions({ baseUrl: server.url, projectId, username: 'dev', password: 'pw', ...extra });
     const delivery = new WorkerDelivery({
       options,
       workerScript,
@@ -287,6 +303,33 @@ describe('a delivery worker that fails', () => {
     expect(errors.filter((line) => line.includes('delivery worker'))).toEqual([expect.stringMatching(/was not ready within 300 ms/)]);
   });
 
+  it('that is still loading at exit: spans ended after the exit began and flushes already waiting do not wait for it', async () => {
+    const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-loading-late', 120_000);
+    emitVariedSpans(directTo((span) => delivery.add(span)), 3);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const waiting = delivery.forceFlush(); // waits for the worker, as any flush does
+    delivery.settleForExit();
+    await waiting;
+    // As behind BatchSpanProcessor: its buffer reaches the exporter after the exit began.
+    emitVariedSpans(directTo((span) => delivery.add(span)), 4);
+    await delivery.forceFlush();
+    expect(delivery.stats()).toMatchObject({ delivered: 9, queued: 0 });
+  });
+
+  it('keeps maxQueueBytes across what the exit flush moved here and the delivery that replaces the worker', async () => {
+    const maxQueueBytes = 64 * 1024;
+    const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-bound', 300, { maxQueueBytes });
+    const errors = silenceDiag();
+    emitVariedSpans(directTo((span) => delivery.add(span)), 59);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the worker has started meanwhile
+    delivery.settleForExit(); // what waits now waits for delivery on this thread
+    await vi.waitFor(() => expect(errors.some((line) => /was not ready within 300 ms/.test(line))).toBe(true));
+    emitVariedSpans(directTo((span) => delivery.add(span)), 199);
+    expect(delivery.stats().queuedBytes).toBeLessThanOrEqual(maxQueueBytes);
+    expect(delivery.stats().dropped.queue_full).toBeGreaterThan(0);
+    await delivery.forceFlush();
+  });
+
   it('that is still loading at shutdown: what waits is delivered here and the worker stopped', async () => {
     const delivery = deliveryWith(fixture('worker-never-ready.mjs'), 'acme/worker-loading-shutdown', 120_000);
     emitVariedSpans(directTo((span) => delivery.add(span)), 5);
@@ -300,7 +343,9 @@ describe('a delivery worker that fails', () => {
     emitVariedSpans(directTo((span) => delivery.add(span)), 14);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(delivery.stats()).toMatchObject({ queued: 15, delivered: 0 });
+    const flushing = delivery.forceFlush(); // never answered by this worker
     await delivery.shutdown(100);
+    await flushing; // ends with the shutdown that gave up on it
     expect(delivery.stats()).toMatchObject({ queued: 0, queuedBytes: 0, inFlight: 0, dropped: { shutdown: 15 } });
   });
 
