@@ -89,32 +89,6 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
   }
 }
 
-/**
- * `capture()` for a record the caller built itself (a call's `{name: argument}` inputs): when every
- * member is a JSON-ready primitive under a key that is not masked, its JSON text is the record's
- * own, so the copy is skipped (measured: about half the capture cost of a typical call with
- * scalar arguments). Anything else goes through `capture()`.
- */
-export function captureRecord(record: Record<string, unknown>, policy: CapturePolicy): string {
-  if (policy.redactor.transform === undefined && isPlainScalarRecord(record, policy)) {
-    const json = JSON.stringify(record);
-    if (utf8Length(json, policy.maxValueBytes) <= policy.maxValueBytes) return json;
-  }
-  return capture(record, policy).json;
-}
-
-function isPlainScalarRecord(record: Record<string, unknown>, policy: CapturePolicy): boolean {
-  let budget = policy.maxValueBytes;
-  for (const key in record) {
-    const value = record[key];
-    budget -= key.length + 4;
-    if (typeof value === 'string') budget -= value.length + 2;
-    else if (!(typeof value === 'number' ? Number.isFinite(value) : typeof value === 'boolean' || value === null)) return false;
-    if (budget < 0 || policy.redactor.isSecret(key)) return false;
-  }
-  return true;
-}
-
 /** Cut a string to at most `maxBytes` UTF-8 bytes, with a marker when cut. Never throws. */
 export function captureText(text: string, maxBytes: number): string {
   if (utf8Length(text, maxBytes) <= maxBytes) return text;

@@ -6,12 +6,12 @@
  * arguments, with each member's `"name":` prefix and its masking decided once, when the function
  * is first traced; no inputs object is built and no key is checked per call. Measured with the
  * `trace()` benchmark (`add(a, b)`, a provider that discards spans): the inputs cost ~550 ns a
- * call through `captureRecord(namedInputs(...))`, about a quarter of the whole traced call.
- * Anything else (objects, bigints, NaN, a rest parameter that receives arguments, text over
- * `maxValueBytes`, a `redact` function) takes that general way, and both ways give the same text
- * (test/trace/inputs.test.ts compares them).
+ * call when an inputs object was built and checked key by key, about a quarter of the whole traced
+ * call. Anything else (objects, bigints, NaN, a rest parameter that receives arguments, text over
+ * `maxValueBytes`, a `redact` function) takes the general way, `capture()` of that object, and
+ * both ways give the same text (test/trace/inputs.test.ts compares them).
  */
-import { captureRecord, MAX_CAPTURED_ITEMS, utf8Length, type CapturePolicy } from './capture.js';
+import { capture, MAX_CAPTURED_ITEMS, utf8Length, type CapturePolicy } from './capture.js';
 import { namedInputs, type ParamSpec } from './params.js';
 import { REDACTED } from './redact.js';
 
@@ -30,7 +30,7 @@ const POSITIONAL_NAME = /^arg\d+$/;
 
 /** How the calls of a function with parameters `params` (null: unreadable) write their inputs. */
 export function compileInputs(params: readonly ParamSpec[] | null, policy: CapturePolicy): InputsText {
-  const general: InputsText = (args) => captureRecord(namedInputs(params, args), policy);
+  const general: InputsText = (args) => capture(namedInputs(params, args), policy).json;
   const declared = params ?? [];
   const names = declared.map((spec) => spec.name);
   // The direct text must have the keys the object would: each once, in order, none special.

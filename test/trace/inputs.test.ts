@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { captureRecord, DEFAULT_MAX_VALUE_BYTES, type CapturePolicy } from '../../src/trace/capture.js';
+import { capture, DEFAULT_MAX_VALUE_BYTES, type CapturePolicy } from '../../src/trace/capture.js';
 import { compileInputs } from '../../src/trace/inputs.js';
 import { namedInputs, parseParams, type ParamSpec } from '../../src/trace/params.js';
 import { compileRedactor, type RedactOption } from '../../src/trace/redact.js';
@@ -58,7 +58,7 @@ describe('compileInputs', () => {
     many[5] = undefined;
     for (const source of ['function f(a) {}', 'function f(password) {}']) {
       const params = parseParams(source);
-      expect(compileInputs(params, policy())(many)).toBe(captureRecord(namedInputs(params, many), policy()));
+      expect(compileInputs(params, policy())(many)).toBe(capture(namedInputs(params, many), policy()).json);
     }
     expect(JSON.parse(compileInputs(parseParams('function f(a) {}'), policy())(many))['…']).toBe('[1 more keys]');
   });
@@ -67,11 +67,11 @@ describe('compileInputs', () => {
     for (const source of ['function f(a, a) {}', 'function f(arg1, b) {}', 'function f(__proto__, b) {}']) {
       const params = parseParams(source);
       const args = [1, 2, 3];
-      expect(compileInputs(params, policy())(args)).toBe(captureRecord(namedInputs(params, args), policy()));
+      expect(compileInputs(params, policy())(args)).toBe(capture(namedInputs(params, args), policy()).json);
     }
   });
 
-  it('matches captureRecord(namedInputs(...)) for arbitrary parameters, arguments and policies', () => {
+  it('matches capture(namedInputs(...)).json for arbitrary parameters, arguments and policies', () => {
     const name = fc.oneof(
       fc.constantFrom('a', 'b', 'question', 'password', 'api_key', 'max_tokens', 'arg0', 'arg2', '__proto__', 'é', '$x'),
       fc.constant(null),
@@ -98,7 +98,7 @@ describe('compileInputs', () => {
     fc.assert(
       fc.property(params, fc.array(arg, { maxLength: 7 }), redact, fc.integer({ min: 64, max: 400 }), (specs, args, option, max) => {
         const over = policy(option, max);
-        expect(compileInputs(specs, over)(args)).toBe(captureRecord(namedInputs(specs, args), over));
+        expect(compileInputs(specs, over)(args)).toBe(capture(namedInputs(specs, args), over).json);
       }),
       { numRuns: 2000 },
     );
