@@ -4,7 +4,7 @@
  * a body of SPEC §2.5. Nothing else lives here: routes are in `routes/`, storage in `store/`.
  */
 import { isUtf8 } from 'node:buffer';
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
 import type { ServerContext, ServerUser } from './context.js';
@@ -30,7 +30,7 @@ declare module 'fastify' {
 }
 
 export interface AppOptions {
-  readonly db: Database.Database;
+  readonly db: SqliteDatabase;
   readonly users: readonly ServerUser[];
   readonly completeMode: boolean;
   /** Largest request body accepted; larger ones get 413. */

@@ -2,7 +2,7 @@
  * What route modules receive from the app: the database, the server's settings, and the one
  * authorization check. Route modules are plain functions `(app, ctx) => void` registered by `app.ts`.
  */
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './store/sqlite.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 /** A configured user of the local server. `entities: ['*']` grants every entity. */
@@ -13,7 +13,7 @@ export interface ServerUser {
 }
 
 export interface ServerContext {
-  readonly db: Database.Database;
+  readonly db: SqliteDatabase;
   /** Every project answers v1 call writes with CALLS_COMPLETE_MODE_REQUIRED (SPEC §2.1). */
   readonly completeMode: boolean;
   /** Most `calls/stream_query` answers streamed at once; past it a query answers 503. */

@@ -7,8 +7,10 @@ import type { ServerUser } from './context.js';
 import { closeDatabase, openDatabase, optimizeDatabase } from './store/db.js';
 import { startWalCheckpoints } from './store/wal-checkpoints.js';
 import { DEFAULT_MAX_CONCURRENT_STREAMS } from './store/readers.js';
+import { defaultSqliteDriver, SQLITE_DRIVERS, type SqliteDriver } from './store/sqlite.js';
 
 export type { ServerUser } from './context.js';
+export type { SqliteDriver } from './store/sqlite.js';
 
 export interface ServerOptions {
   /**
@@ -53,6 +55,13 @@ export interface ServerOptions {
    * @default 16
    */
   readonly maxConcurrentStreams?: number;
+  /**
+   * The SQLite driver: `'better-sqlite3'` (fastest; the one the benchmarks measure) or Node's own
+   * `'node:sqlite'` (Node >= 22.13; better-sqlite3 12 aborts Node 24 processes).
+   * @default env `CALLBRIDGE_SQLITE_DRIVER`, else better-sqlite3 on Node < 24 (node:sqlite where it
+   * did not install) and node:sqlite on Node >= 24
+   */
+  readonly sqliteDriver?: SqliteDriver;
 }
 
 export interface RunningServer {
@@ -93,8 +102,12 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw new TypeError(`Expected \`maxConcurrentStreams\` to be a positive integer, got ${String(maxConcurrentStreams)}`);
   }
   for (const user of options.users ?? []) validateUser(user);
+  const sqliteDriver = options.sqliteDriver ?? defaultSqliteDriver();
+  if (!SQLITE_DRIVERS.includes(sqliteDriver)) {
+    throw new TypeError(`Expected \`sqliteDriver\` to be one of ${SQLITE_DRIVERS.map((name) => `'${name}'`).join(', ')}, got ${JSON.stringify(sqliteDriver)}`);
+  }
 
-  const db = openDatabase(options.dbPath ?? DEFAULT_DB_PATH);
+  const db = openDatabase(options.dbPath ?? DEFAULT_DB_PATH, sqliteDriver);
   const app = buildApp({
     db,
     users: options.users ?? [],
@@ -130,7 +143,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       closing ??= app.close().finally(async () => {
         // The worker's connection first, so the closing checkpoint has the WAL to itself.
         await stopCheckpoints();
-        // After the last request: better-sqlite3 calls are synchronous, so none is mid-flight.
+        // After the last request: SQLite calls are synchronous, so none is mid-flight.
         if (db.open) {
           optimizeDatabase(db);
           closeDatabase(db);

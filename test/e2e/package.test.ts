@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer } from '../helpers/server.js';
 import { cleanEnv, ensureBuilt, ROOT, runNode } from './node-process.js';
+import { defaultSqliteDriver } from '../../src/server/store/sqlite.js';
 
 /** Names SPEC §1 fixes, plus the error classes users catch. */
 const PUBLIC_NAMES = [
@@ -172,8 +173,14 @@ describe('what importing an entry loads', () => {
     it(`${system}: 'callbridge/server' does load them (the probe can see them)`, async () => {
       const { packages } = await probe('callbridge/server', system);
       expect(packages).toContain('fastify');
-      expect(packages).toContain('better-sqlite3');
       expect(packages).toContain('typebox');
+    });
+
+    it(`${system}: 'callbridge/server' loads its SQLite driver only when a server opens its database`, async () => {
+      const started = "const server = await m.startServer({ port: 0, dbPath: ':memory:' }); await server.close();";
+      const { packages } = await probe('callbridge/server', system, system === 'esm' ? started : `(async () => { ${started} })();`);
+      // On Node >= 24 the driver is node:sqlite, part of Node (store/sqlite.ts).
+      expect(packages.has('better-sqlite3')).toBe(defaultSqliteDriver(cleanEnv()) === 'better-sqlite3');
     });
   }
 });

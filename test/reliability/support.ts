@@ -4,7 +4,8 @@
  * provokes is scanned for internals (stack frames, SQL, file paths).
  */
 import { createHash } from 'node:crypto';
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
+import { firstColumn } from '../helpers/sqlite.js';
 import { expect } from 'vitest';
 import { post, type Credentials } from '../helpers/server.js';
 
@@ -32,8 +33,8 @@ export function watchHostProcess(): { assertNone(): void; dispose(): void } {
 }
 
 /** Open a server's database file read-only (WAL: readers never block the server's writer). */
-export function openReadOnly(dbPath: string): Database.Database {
-  return new Database(dbPath, { readonly: true, fileMustExist: true });
+export function openReadOnly(dbPath: string): SqliteDatabase {
+  return openSqlite(dbPath, { readonly: true, fileMustExist: true });
 }
 
 /**
@@ -44,15 +45,15 @@ export function databaseDigest(dbPath: string): string {
   const db = openReadOnly(dbPath);
   try {
     const hash = createHash('sha256');
-    const tables = db
-      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-      .pluck()
-      .all() as string[];
+    const tables = firstColumn(
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all(),
+    ) as string[];
     for (const table of tables) {
       hash.update(`\u0000table ${table}\u0000`);
       // Table names come from sqlite_master itself, quoted as identifiers.
-      for (const row of db.prepare(`SELECT * FROM "${table.replaceAll('"', '""')}" ORDER BY rowid`).raw().iterate()) {
-        hash.update(JSON.stringify(row, (_key, value: unknown) => (Buffer.isBuffer(value) ? value.toString('base64') : value)));
+      for (const row of db.prepare(`SELECT * FROM "${table.replaceAll('"', '""')}" ORDER BY rowid`).iterate()) {
+        const values = Object.values(row as Record<string, unknown>);
+        hash.update(JSON.stringify(values, (_key, value: unknown) => (value instanceof Uint8Array ? Buffer.from(value).toString('base64') : value)));
       }
     }
     return hash.digest('hex');
@@ -77,7 +78,7 @@ export function rowsPerCallId(dbPath: string, projectId: string): Map<string, nu
 
 /** `PRAGMA integrity_check` of a closed database file: `['ok']` when intact. */
 export function integrityCheck(dbPath: string): string[] {
-  const db = new Database(dbPath, { fileMustExist: true });
+  const db = openSqlite(dbPath, { fileMustExist: true });
   try {
     const rows = db.pragma('integrity_check', { simple: false }) as Array<{ integrity_check: unknown }>;
     return rows.map((row) => String(row.integrity_check));

@@ -4,7 +4,7 @@
  * calls, ends alone, calls already deleted or written by another user), the rows must be exactly
  * those that writing its parts one request at a time leaves.
  */
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCallsStore, type CallPart, type CallsStore } from '../../src/server/store/calls.js';
@@ -19,7 +19,7 @@ const callId = (n: number): string => (0x2000 + n).toString(16).padStart(16, '0'
  * Every column of every row of a project in the order the rows were created, leaving out the
  * project and the time of a deletion (the two projects compared are deleted a moment apart).
  */
-function rowsOf(db: Database.Database, projectId: string): Array<Record<string, unknown>> {
+function rowsOf(db: SqliteDatabase, projectId: string): Array<Record<string, unknown>> {
   const rows = db.prepare('SELECT * FROM calls WHERE project_id = ? ORDER BY rowid').all(projectId) as Array<Record<string, unknown>>;
   return rows.map(({ project_id: _project, deleted_at, ...row }) => ({ ...row, deleted: deleted_at !== null }));
 }
@@ -88,7 +88,7 @@ function replay(store: CallsStore, projectId: string, before: History): void {
 }
 
 describe('writing a request\'s parts merged by call (store)', () => {
-  let db: Database.Database;
+  let db: SqliteDatabase;
   let store: CallsStore;
   let runs = 0;
   beforeAll(() => {
@@ -126,10 +126,10 @@ describe('writing a request\'s parts merged by call (store)', () => {
 
 describe('call/upsert_batch with both parts of calls in one batch', () => {
   let server: TestServer;
-  let db: Database.Database;
+  let db: SqliteDatabase;
   beforeAll(async () => {
     server = await startTestServer({ users: [{ username: 'other', password: 'pw', entities: ['*'] }] });
-    db = new Database(server.dbPath, { readonly: true });
+    db = openSqlite(server.dbPath, { readonly: true });
   });
   afterAll(async () => {
     db.close();

@@ -4,7 +4,7 @@
  * client that goes away releases the read snapshot.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server/index.js';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
@@ -59,7 +59,7 @@ function openPausedStream(body: object): Promise<{ response: IncomingMessage; fi
 /** Whether a TRUNCATE checkpoint is held off by a reader's open snapshot (1) or completes (0). */
 function checkpointBlocked(): number {
   // timeout 0: report a blocked checkpoint at once instead of waiting for the reader.
-  const db = new Database(server.dbPath, { timeout: 0 });
+  const db = openSqlite(server.dbPath, { timeout: 0 });
   try {
     const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
     return result?.busy ?? -1;

@@ -4,15 +4,15 @@
  * thing: the same batch sent compact (the verbatim path) and pretty-printed (always the parsed
  * path, whitespace inside stored values) must leave identical rows, reads and queries.
  */
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
-let db: Database.Database;
+let db: SqliteDatabase;
 beforeAll(async () => {
   server = await startTestServer();
-  db = new Database(server.dbPath, { readonly: true });
+  db = openSqlite(server.dbPath, { readonly: true });
 });
 afterAll(async () => {
   db.close();

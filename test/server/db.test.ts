@@ -2,7 +2,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { migrate, openDatabase } from '../../src/server/store/db.js';
 import { MIGRATIONS } from '../../src/server/store/schema.js';
@@ -44,7 +44,7 @@ describe('openDatabase', () => {
 
   it('refuses a database from a newer schema', () => {
     const path = join(dir, 'c.db');
-    const raw = new Database(path);
+    const raw = openSqlite(path);
     raw.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     raw.close();
     expect(() => openDatabase(path)).toThrow(/newer than this server knows/);
@@ -53,7 +53,7 @@ describe('openDatabase', () => {
 
 describe('migrate', () => {
   it('applies only the missing steps, each atomically with its version', () => {
-    const db = new Database(':memory:');
+    const db = openSqlite(':memory:');
     migrate(db, ['CREATE TABLE one (x)']);
     expect(db.pragma('user_version', { simple: true })).toBe(1);
     expect(() => migrate(db, ['CREATE TABLE one (x)', 'CREATE TABLE two (x); CREATE TABLE one (x)'])).toThrow();

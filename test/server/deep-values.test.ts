@@ -3,7 +3,7 @@
  * SQLite's JSON functions fail past 1000 levels, so one such call accepted would turn every
  * read and query of its project into a 500.
  */
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -162,7 +162,7 @@ describe('a stored summary SQLite cannot parse', () => {
       });
     }
     // Written behind the server's back (an older version, a sqlite3 shell): 1100 levels.
-    const db = new Database(server.dbPath);
+    const db = openSqlite(server.dbPath);
     try {
       db.pragma('busy_timeout = 5000');
       const text = `{"x":${'{"a":'.repeat(1100)}1${'}'.repeat(1100)}}`;

@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -10,7 +10,7 @@ describe('feedback over HTTP', () => {
   const call = (path: string, body: unknown, credentials?: { username: string; password: string }) =>
     post(server.url, path, body, credentials);
   const feedbackRows = () => {
-    const db = new Database(server.dbPath, { readonly: true });
+    const db = openSqlite(server.dbPath, { readonly: true });
     try {
       return db.prepare('SELECT id, payload FROM feedback ORDER BY rowid').all();
     } finally {

@@ -1,4 +1,4 @@
-import type Database from 'better-sqlite3';
+import { type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BadRequestError, ValidationError } from '../../src/server/errors.js';
 import { openDatabase } from '../../src/server/store/db.js';
@@ -23,7 +23,7 @@ describe('isSingleEmoji', () => {
 });
 
 describe('feedback store', () => {
-  let db: Database.Database;
+  let db: SqliteDatabase;
   let feedback: FeedbackStore;
 
   beforeEach(() => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -34,7 +34,7 @@ describe('files over HTTP', () => {
     return { status: response.status, body: (await response.json()) as any };
   };
   const fileCount = () => {
-    const db = new Database(server.dbPath, { readonly: true });
+    const db = openSqlite(server.dbPath, { readonly: true });
     try {
       return (db.prepare('SELECT COUNT(*) AS n FROM files').get() as { n: number }).n;
     } finally {

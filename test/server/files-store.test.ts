@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
-import type Database from 'better-sqlite3';
+import { type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NotFoundError } from '../../src/server/errors.js';
 import { openDatabase } from '../../src/server/store/db.js';
 import { createFileStore, type FileStore } from '../../src/server/store/files.js';
 
 describe('file store', () => {
-  let db: Database.Database;
+  let db: SqliteDatabase;
   let files: FileStore;
 
   beforeEach(() => {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -14,7 +14,7 @@ describe('objects over HTTP', () => {
   const call = (path: string, body: unknown, credentials?: { username: string; password: string }) =>
     post(server.url, path, body, credentials);
   const objectCount = () => {
-    const db = new Database(server.dbPath, { readonly: true });
+    const db = openSqlite(server.dbPath, { readonly: true });
     try {
       return (db.prepare('SELECT COUNT(*) AS n FROM objects').get() as { n: number }).n;
     } finally {

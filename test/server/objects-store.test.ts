@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type Database from 'better-sqlite3';
+import { type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BadRequestError, NotFoundError } from '../../src/server/errors.js';
 import { openDatabase } from '../../src/server/store/db.js';
@@ -13,7 +13,7 @@ function digestOfCanonical(text: string): string {
 }
 
 describe('object store', () => {
-  let db: Database.Database;
+  let db: SqliteDatabase;
   let objects: ObjectStore;
 
   beforeEach(() => {

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../../src/server/store/sqlite.js';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -136,7 +136,7 @@ describe('the same call whichever way it travels', () => {
     await provider.shutdown();
     expect(ids).toHaveLength(4);
 
-    const db = new Database(server.dbPath, { readonly: true });
+    const db = openSqlite(server.dbPath, { readonly: true });
     try {
       const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
       for (const id of ids) {

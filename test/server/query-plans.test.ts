@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildQuery, createCallsStore, type CallPart, type QueryRequest } from '../../src/server/store/calls.js';
 import { toEndRow, toStartRow } from '../../src/server/store/calls-rows.js';
@@ -27,7 +27,7 @@ const callId = (t: number, i: number): string => hex((t + 1) * 100 + i, 16);
 let dir: string;
 let dbPath: string;
 /** A connection that records the SQL (parameters expanded) of every statement it runs. */
-let traced: Database.Database;
+let traced: SqliteDatabase;
 const executed: string[] = [];
 let objectDigest = '';
 
@@ -75,7 +75,7 @@ beforeAll(() => {
   optimizeDatabase(db);
   db.close();
   openDatabase(dbPath).close();
-  traced = new Database(dbPath, { verbose: (sql) => executed.push(String(sql)) });
+  traced = openSqlite(dbPath, { verbose: (sql) => executed.push(String(sql)) });
 });
 
 afterAll(() => {

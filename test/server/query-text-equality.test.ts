@@ -5,7 +5,7 @@
  * as their JSON text, null and missing as NULL) row by row, with the payload stored as JSONB (what
  * the stores write) and as JSON text (what a database filled by other tools may hold).
  */
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FieldTable } from '../../src/server/query/fields.js';
@@ -24,9 +24,9 @@ const PATHS: ReadonlyArray<readonly [string, string]> = [
   ['payload', '$'],
 ];
 
-let db: Database.Database;
+let db: SqliteDatabase;
 beforeAll(() => {
-  db = new Database(':memory:');
+  db = openSqlite(':memory:');
   db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, doc BLOB NOT NULL)');
 });
 afterAll(() => db.close());

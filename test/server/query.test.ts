@@ -1,4 +1,5 @@
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
+import { firstColumn, firstValue } from '../helpers/sqlite.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BadRequestError, ValidationError } from '../../src/server/errors.js';
@@ -120,10 +121,10 @@ const ROWS: Row[] = [
   },
 ];
 
-let db: Database.Database;
+let db: SqliteDatabase;
 
 beforeAll(() => {
-  db = new Database(':memory:');
+  db = openSqlite(':memory:');
   registerSqlFunctions(db);
   db.exec(`CREATE TABLE calls (
     id TEXT PRIMARY KEY, op_name TEXT NOT NULL, display_name TEXT, started_at TEXT NOT NULL,
@@ -149,11 +150,11 @@ afterAll(() => {
 /** Ids of the rows an `$expr` selects, in id order. */
 function select(expr: unknown): string[] {
   const { sql, params } = compileQuery({ $expr: expr }, FIELDS);
-  return db.prepare(`SELECT id FROM calls c WHERE ${sql} ORDER BY id`).pluck().all(...params) as string[];
+  return firstColumn(db.prepare(`SELECT id FROM calls c WHERE ${sql} ORDER BY id`).all(...params)) as string[];
 }
 
 function tableIntact(): void {
-  expect(db.prepare('SELECT count(*) FROM calls').pluck().get()).toBe(ROWS.length);
+  expect(firstValue(db.prepare('SELECT count(*) FROM calls').get())).toBe(ROWS.length);
 }
 
 const field = (path: string) => ({ $getField: path });
@@ -393,7 +394,7 @@ describe('dotted paths', () => {
 describe('compileFieldRef and compileFieldJsonRef', () => {
   function orderBy(path: string, direction: 'ASC' | 'DESC'): string[] {
     const key = compileFieldRef(path, FIELDS);
-    return db.prepare(`SELECT id FROM calls c ORDER BY ${key.sql} ${direction}, id`).pluck().all(...key.params) as string[];
+    return firstColumn(db.prepare(`SELECT id FROM calls c ORDER BY ${key.sql} ${direction}, id`).all(...key.params)) as string[];
   }
 
   it('sorts by columns, derived fields and JSON paths (JSON numbers as numbers)', () => {
@@ -408,10 +409,10 @@ describe('compileFieldRef and compileFieldJsonRef', () => {
     const rows = db.prepare(`SELECT id, ${ref.sql} AS v FROM calls c ORDER BY id`).all(...ref.params) as Array<{ id: string; v: string | null }>;
     expect(rows.map((r) => (r.v === null ? undefined : JSON.parse(r.v)))).toEqual([5, '12', 'abc', null, undefined]);
     const whole = compileFieldJsonRef('output.choices', FIELDS);
-    const first = db.prepare(`SELECT ${whole.sql} FROM calls c WHERE id = 'c1'`).pluck().get(...whole.params) as string;
+    const first = firstValue(db.prepare(`SELECT ${whole.sql} FROM calls c WHERE id = 'c1'`).get(...whole.params)) as string;
     expect(JSON.parse(first)).toEqual([{ text: 'hello' }]);
     const text = compileFieldJsonRef('op_name', FIELDS);
-    expect(JSON.parse(db.prepare(`SELECT ${text.sql} FROM calls c WHERE id = 'c5'`).pluck().get(...text.params) as string)).toBe(INJECTION);
+    expect(JSON.parse(firstValue(db.prepare(`SELECT ${text.sql} FROM calls c WHERE id = 'c5'`).get(...text.params)) as string)).toBe(INJECTION);
   });
 
   it('unknown fields are a 400 naming the field', () => {
@@ -425,7 +426,7 @@ describe('null query', () => {
   it('compiles to a condition that keeps every row', () => {
     for (const query of [null, undefined]) {
       const { sql, params } = compileQuery(query, FIELDS);
-      expect(db.prepare(`SELECT count(*) FROM calls c WHERE ${sql}`).pluck().get(...params)).toBe(ROWS.length);
+      expect(firstValue(db.prepare(`SELECT count(*) FROM calls c WHERE ${sql}`).get(...params))).toBe(ROWS.length);
     }
   });
 });

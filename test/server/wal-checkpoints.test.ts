@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { closeDatabase, openDatabase } from '../../src/server/store/db.js';
 import { startWalCheckpoints, type WalCheckpointOptions } from '../../src/server/store/wal-checkpoints.js';
@@ -22,7 +22,7 @@ afterEach(() => {
 });
 
 /** Rows large enough that each fills most of a page. */
-function writeRows(db: Database.Database, from: number, count: number): void {
+function writeRows(db: SqliteDatabase, from: number, count: number): void {
   db.exec('CREATE TABLE IF NOT EXISTS filler (n INTEGER PRIMARY KEY, text TEXT)');
   const insert = db.prepare('INSERT INTO filler (n, text) VALUES (?, ?)');
   db.transaction(() => {
@@ -30,7 +30,7 @@ function writeRows(db: Database.Database, from: number, count: number): void {
   })();
 }
 
-const walFrames = (db: Database.Database): number => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]?.log ?? 0;
+const walFrames = (db: SqliteDatabase): number => (db.pragma('wal_checkpoint(PASSIVE)') as Array<{ log: number }>)[0]?.log ?? 0;
 
 describe('startWalCheckpoints', () => {
   /**
@@ -100,13 +100,13 @@ describe('closeDatabase', () => {
   it('leaves a database file that is complete without its WAL', () => {
     const db = openDatabase(path);
     writeRows(db, 0, 100);
-    const reader = new Database(path, { readonly: true });
+    const reader = openSqlite(path, { readonly: true });
     expect(reader.prepare('SELECT count(*) AS n FROM filler').get()).toEqual({ n: 100 });
     // A reader still open keeps the WAL file, but the checkpoint has emptied it.
     closeDatabase(db);
     expect(statSync(`${path}-wal`).size).toBe(0);
     reader.close();
-    const reopened = new Database(path, { readonly: true });
+    const reopened = openSqlite(path, { readonly: true });
     expect(reopened.prepare('SELECT count(*) AS n FROM filler').get()).toEqual({ n: 100 });
     reopened.close();
   });

@@ -2,7 +2,7 @@
  * SQL functions of our own, registered on every connection that runs compiled queries (the main
  * one and the stream readers): the query compiler (`query/compile.ts`) may use them.
  */
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from '../store/sqlite.js';
 
 /**
  * `unicode_lower(text)`: {@link unicodeLower} of the text (SQLite's own `lower()` folds ASCII
@@ -11,7 +11,7 @@ import type Database from 'better-sqlite3';
  * JavaScript call per row costs ~0.2 µs more than `lower()` (measured over 300 k rows), which is
  * why the compiler keeps `lower()` where it gives the same answer.
  */
-export function registerSqlFunctions(db: Database.Database): void {
+export function registerSqlFunctions(db: SqliteDatabase): void {
   db.function('unicode_lower', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? unicodeLower(value) : value,
   );

@@ -10,7 +10,7 @@ export interface SqlFragment {
   readonly params: readonly unknown[];
 }
 
-/** A value SQLite can bind (better-sqlite3 rejects booleans, objects and undefined). */
+/** A value SQLite can bind (better-sqlite3 rejects booleans and objects, node:sqlite undefined). */
 export type Bindable = string | number | bigint | null;
 
 /**

@@ -4,7 +4,7 @@
  * end may come in any order and any number of times (SPEC §2.1).
  */
 import { Readable } from 'node:stream';
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, NotFoundError } from '../errors.js';
 import { compileFieldRef, compileQuery } from '../query/index.js';
 import { quote } from '../quote.js';
@@ -171,7 +171,7 @@ const LINE_PAGE_CHARS = 256 * 1024;
  * const calls = createCallsStore(db);
  * calls.writeParts([{ kind: 'start', row: toStartRow(start, 'dev', ['body', 'start']) }]);
  */
-export function createCallsStore(db: Database.Database, { maxConcurrentStreams = DEFAULT_MAX_CONCURRENT_STREAMS } = {}): CallsStore {
+export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DEFAULT_MAX_CONCURRENT_STREAMS } = {}): CallsStore {
   const upsertStart = db.prepare(UPSERT_START_SQL);
   const upsertEnd = db.prepare(UPSERT_END_SQL);
   const read = db.prepare(READ_SQL);

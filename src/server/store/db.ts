@@ -2,7 +2,7 @@
  * Opening the server's SQLite database: pragmas first, then the schema migrations of `schema.ts`
  * applied by `PRAGMA user_version`, each in its own transaction.
  */
-import Database from 'better-sqlite3';
+import { openSqlite, type SqliteDatabase, type SqliteDriver } from './sqlite.js';
 import { MIGRATIONS } from './schema.js';
 import { registerSqlFunctions } from '../query/sql-functions.js';
 
@@ -13,8 +13,8 @@ import { registerSqlFunctions } from '../query/sql-functions.js';
  * @example
  * const db = openDatabase('callbridge.db');
  */
-export function openDatabase(path: string): Database.Database {
-  const db = new Database(path);
+export function openDatabase(path: string, driver?: SqliteDriver): SqliteDatabase {
+  const db = openSqlite(path, { driver });
   try {
     configure(db);
     registerSqlFunctions(db);
@@ -27,7 +27,7 @@ export function openDatabase(path: string): Database.Database {
   return db;
 }
 
-function configure(db: Database.Database): void {
+function configure(db: SqliteDatabase): void {
   // WAL: readers never wait for the writer, and a commit is one append to the log.
   db.pragma('journal_mode = WAL');
   // NORMAL in WAL mode syncs at checkpoints, not at every commit: a committed transaction is in
@@ -70,7 +70,7 @@ const CACHE_KIB = 64 * 1024;
  * connection) analyzes every table whose statistics are missing or stale, and `analysis_limit`
  * bounds each ANALYZE to a sample, so opening a large database stays quick.
  */
-function optimizeOnOpen(db: Database.Database): void {
+function optimizeOnOpen(db: SqliteDatabase): void {
   db.pragma(`analysis_limit = ${ANALYSIS_LIMIT_ROWS}`);
   db.pragma('optimize = 0x10002');
 }
@@ -84,7 +84,7 @@ const ANALYSIS_LIMIT_ROWS = 1000;
  * advises for long-lived connections: a server that started on an empty database must not keep
  * planning for empty tables once it holds a million calls.
  */
-export function optimizeDatabase(db: Database.Database): void {
+export function optimizeDatabase(db: SqliteDatabase): void {
   db.pragma('optimize');
 }
 
@@ -94,7 +94,7 @@ export function optimizeDatabase(db: Database.Database): void {
  * When a reader still streaming holds the WAL the checkpoint stops short (no error), and the
  * last connection to close checkpoints instead.
  */
-export function closeDatabase(db: Database.Database): void {
+export function closeDatabase(db: SqliteDatabase): void {
   if (!db.open) return;
   if (!db.memory) {
     // TRUNCATE waits (busy_timeout) for readers to leave the WAL: wait a moment, not 5 s.
@@ -111,7 +111,7 @@ const CLOSE_CHECKPOINT_WAIT_MS = 200;
  * Apply every migration past the database's `user_version`, each with its version bump in one
  * transaction, so a crash mid-migration leaves the previous version intact.
  */
-export function migrate(db: Database.Database, migrations: readonly string[]): void {
+export function migrate(db: SqliteDatabase, migrations: readonly string[]): void {
   const current = db.pragma('user_version', { simple: true }) as number;
   if (current > migrations.length) {
     throw new Error(

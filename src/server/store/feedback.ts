@@ -4,7 +4,7 @@
  * one statement.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError } from '../errors.js';
 import type { FieldTable } from '../query/fields.js';
 import { compileFieldJsonRef, compileFieldRef, compileQuery } from '../query/index.js';
@@ -76,7 +76,7 @@ const REF_FIELDS = ['annotation_ref', 'runnable_ref', 'call_ref', 'trigger_ref']
  * feedback.create({ project_id: 'acme/demo', weave_ref: 'weave:///acme/demo/call/0123456789abcdef',
  *   feedback_type: 'note', payload: { note: 'good' } }, 'dev');
  */
-export function createFeedbackStore(db: Database.Database): FeedbackStore {
+export function createFeedbackStore(db: SqliteDatabase): FeedbackStore {
   const findById = db.prepare<[string, string], FeedbackRow>(`SELECT ${RECORD_COLUMNS} FROM feedback WHERE project_id = ? AND id = ?`);
   const insert = db.prepare(
     `INSERT INTO feedback (id, project_id, weave_ref, feedback_type, payload, creator, created_at, wb_user_id,

@@ -3,7 +3,7 @@
  * `version_index` counts distinct digests per `(project_id, object_id)` in order of first
  * appearance, and `is_latest` marks the highest. Every write is one transaction.
  */
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, NotFoundError } from '../errors.js';
 import { quote } from '../quote.js';
 import { CanonicalJsonError, canonicalJson, digestOfText } from '../../wire/digest.js';
@@ -77,7 +77,7 @@ const VERSION_ALIAS = /^v(0|[1-9][0-9]{0,14})$/;
  * const objects = createObjectStore(db);
  * const { digest } = objects.create({ projectId: 'acme/demo', objectId: 'cfg', val: { a: 1 }, wbUserId: 'dev' });
  */
-export function createObjectStore(db: Database.Database): ObjectStore {
+export function createObjectStore(db: SqliteDatabase): ObjectStore {
   const findByDigest = db.prepare<[string, string, string], { digest: string }>(
     'SELECT digest FROM objects WHERE project_id = ? AND object_id = ? AND digest = ?',
   );

@@ -1,7 +1,7 @@
 /**
  * Extra read-only connections for long reads (`calls/stream_query`).
  *
- * Why a second connection: a better-sqlite3 statement being iterated keeps its connection busy
+ * Why a second connection: a statement being iterated keeps its connection busy (better-sqlite3)
  * (no other statement may run on it until the iterator ends), and a stream can last as long as a
  * slow client makes it. On its own connection the iteration holds only a WAL read snapshot, which
  * never blocks the writer, so calls keep being written while a million rows stream out. The other
@@ -15,14 +15,14 @@
  * would grow the WAL file (and the open file descriptors) without bound. Past the cap a query
  * answers 503 with `Retry-After`, which every client of the service already retries.
  */
-import Database from 'better-sqlite3';
+import { openSqlite, sqliteDriverOf, type SqliteDatabase } from './sqlite.js';
 import { ServiceUnavailableError } from '../errors.js';
 import { registerSqlFunctions } from '../query/sql-functions.js';
 import { StatementCache } from './statement-cache.js';
 
 /** A read-only connection with its own prepared statements. */
 export interface Reader {
-  readonly db: Database.Database;
+  readonly db: SqliteDatabase;
   readonly statements: StatementCache;
 }
 
@@ -53,7 +53,7 @@ const RETRY_AFTER_SECONDS = 1;
  * const reader = readers.acquire();
  * try { for (const row of reader.statements.get(sql).iterate()) send(row); } finally { readers.release(reader); }
  */
-export function createReaderPool(main: Database.Database, maxBusy: number = DEFAULT_MAX_CONCURRENT_STREAMS): ReaderPool {
+export function createReaderPool(main: SqliteDatabase, maxBusy: number = DEFAULT_MAX_CONCURRENT_STREAMS): ReaderPool {
   const idle: Reader[] = [];
   let busy = 0;
   let closed = false;
@@ -83,10 +83,10 @@ export function createReaderPool(main: Database.Database, maxBusy: number = DEFA
   };
 }
 
-function openReader(main: Database.Database): Reader {
-  const db = new Database(main.name, { readonly: true, fileMustExist: true });
-  // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open).
-  db.pragma('busy_timeout = 5000');
+function openReader(main: SqliteDatabase): Reader {
+  // The writer may hold the lock for a moment (a checkpoint, WAL recovery on open): the default
+  // timeout waits for it.
+  const db = openSqlite(main.name, { readonly: true, fileMustExist: true, driver: sqliteDriverOf(main) });
   registerSqlFunctions(db);
   return { db, statements: new StatementCache(db) };
 }

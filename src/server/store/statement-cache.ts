@@ -2,7 +2,7 @@
  * Prepared statements keyed by their SQL text, shared by every store whose queries depend on the
  * request (filters present, sort keys).
  */
-import type Database from 'better-sqlite3';
+import type { SqliteDatabase, SqliteStatement } from './sqlite.js';
 
 /**
  * Shapes repeat, so preparing once per shape saves the parse; the cache is bounded because
@@ -13,15 +13,15 @@ import type Database from 'better-sqlite3';
  * queries.get('SELECT 1 AS one').get(); // { one: 1 }
  */
 export class StatementCache {
-  private readonly statements = new Map<string, Database.Statement>();
+  private readonly statements = new Map<string, SqliteStatement>();
 
   constructor(
-    private readonly db: Database.Database,
+    private readonly db: SqliteDatabase,
     private readonly maxEntries = 128,
   ) {}
 
   /** The statement for `sql`, prepared on first use. */
-  get(sql: string): Database.Statement {
+  get(sql: string): SqliteStatement {
     let statement = this.statements.get(sql);
     if (statement === undefined) {
       statement = this.db.prepare(sql);

@@ -24,9 +24,8 @@
  * restarts and `journal_size_limit` (db.ts) shrinks the file.
  */
 import { statSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import type Database from 'better-sqlite3';
+import { betterSqlite3Path, sqliteDriverOf, type SqliteDatabase } from './sqlite.js';
 
 export interface WalCheckpointOptions {
   /**
@@ -50,10 +49,10 @@ export interface WalCheckpointOptions {
    */
   readonly catchUpFrames?: number;
   /**
-   * The SQLite driver the worker loads. Should it fail to (a bundle without the native module
-   * beside it, a runtime whose workers cannot load it), the checkpoints run on this thread instead,
-   * between requests.
-   * @default `better-sqlite3` as this module resolves it
+   * The better-sqlite3 module the worker loads. Should it fail to (a bundle without the native
+   * module beside it, a runtime whose workers cannot load it), the checkpoints run on this thread
+   * instead, between requests.
+   * @default the main connection's driver: `better-sqlite3` as this module resolves it, or `node:sqlite`
    */
   readonly driverPath?: string;
 }
@@ -78,27 +77,37 @@ const MAX_PASSES = 4;
 const SETTLED_FRAMES = 500;
 
 /**
- * The worker, as CommonJS source (`eval`): the package ships no separate worker file. It
+ * The worker, as CommonJS source (`eval`): the package ships no separate worker file. It opens
+ * its connection with better-sqlite3 from `driverPath`, or with node:sqlite when there is none. It
  * checkpoints (PASSIVE: never waits for readers, never blocks the writer) every `intervalMs`,
  * reports each result (SQLite's row: `log` frames in the WAL, `checkpointed` of them copied),
  * and closes its connection when told to stop.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driverPath);
-const db = new Database(workerData.dbPath, { fileMustExist: true });
-const pass = () => db.pragma('wal_checkpoint(PASSIVE)')[0];
+const connect = () => {
+  if (workerData.driverPath === undefined) {
+    const { DatabaseSync } = require('node:sqlite');
+    const db = new DatabaseSync(workerData.dbPath, { timeout: 5000 });
+    const statement = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+    return { pass: () => statement.get(), close: () => db.close() };
+  }
+  const Database = require(workerData.driverPath);
+  const db = new Database(workerData.dbPath, { fileMustExist: true });
+  return { pass: () => db.pragma('wal_checkpoint(PASSIVE)')[0], close: () => db.close() };
+};
+const db = connect();
 const checkpoint = () => {
   try {
     // Each pass copies what was committed during the previous one, so the remainder shrinks.
-    let result = pass();
+    let result = db.pass();
     for (let more = 1; more < workerData.maxPasses; more++) {
-      const next = pass();
+      const next = db.pass();
       const committedMeanwhile = next.log - result.log;
       result = next;
       if (committedMeanwhile < workerData.settledFrames) break;
     }
-    parentPort.postMessage(result);
+    parentPort.postMessage({ busy: result.busy, log: result.log, checkpointed: result.checkpointed });
   } catch (error) {
     parentPort.postMessage({ error: String(error) });
   }
@@ -122,7 +131,7 @@ parentPort.on('message', () => {
  * await stopCheckpoints();
  * closeDatabase(db);
  */
-export function startWalCheckpoints(db: Database.Database, options: WalCheckpointOptions = {}): () => Promise<void> {
+export function startWalCheckpoints(db: SqliteDatabase, options: WalCheckpointOptions = {}): () => Promise<void> {
   if (db.memory) return async () => {};
   const intervalMs = options.intervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
   const startAtWalBytes = options.startAtWalBytes ?? DEFAULT_START_AT_WAL_BYTES;
@@ -146,7 +155,8 @@ export function startWalCheckpoints(db: Database.Database, options: WalCheckpoin
     const thread = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
-        driverPath: options.driverPath ?? createRequire(import.meta.url).resolve('better-sqlite3'),
+        // undefined: node:sqlite, built into Node.
+        driverPath: options.driverPath ?? (sqliteDriverOf(db) === 'node:sqlite' ? undefined : betterSqlite3Path()),
         dbPath: db.name,
         intervalMs,
         maxPasses: MAX_PASSES,
