@@ -7,7 +7,7 @@
  * mapping, digests and JSON encoding), changing only the key columns that must differ per row.
  * `SELECT *` gives the current columns; a renamed key column fails loudly by name.
  */
-import Database from 'better-sqlite3';
+import { createRequire } from 'node:module';
 
 const BATCH = 50_000;
 
@@ -15,11 +15,22 @@ const hex = (n, width) => n.toString(16).padStart(width, '0');
 /** A canonical lowercase UUID (version 7 layout) made from a counter. */
 const counterUuid = (n) => `0190a000-0000-7000-8000-${hex(n, 12)}`;
 
+/**
+ * A connection to the server's file, with the driver the server itself uses on this Node
+ * (src/server/store/sqlite.ts): better-sqlite3 before Node 24, node:sqlite from 24 (better-sqlite3
+ * 12 aborts Node 24 processes). Only what both share is used here: prepare, exec, close.
+ */
 export function openSeedDb(dbPath) {
-  const db = new Database(dbPath);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = OFF');
-  db.pragma('busy_timeout = 10000');
+  const nodeMajor = Number(process.versions.node.split('.')[0]);
+  let db;
+  if (nodeMajor >= 24) {
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
+    db = new DatabaseSync(dbPath);
+  } else {
+    const Database = createRequire(import.meta.url)('better-sqlite3');
+    db = new Database(dbPath);
+  }
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA busy_timeout = 10000');
   return db;
 }
 
@@ -38,10 +49,11 @@ function requireColumns(db, table, names) {
 function insertMany(db, table, columns, count, makeRow, encode = {}) {
   const values = columns.map((c) => (encode[c] ? `${encode[c]}(@${c})` : `@${c}`));
   const insert = db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${values.join(', ')})`);
-  const chunk = db.transaction((from, to) => {
-    for (let i = from; i < to; i++) insert.run(makeRow(i));
-  });
-  for (let from = 0; from < count; from += BATCH) chunk(from, Math.min(count, from + BATCH));
+  for (let from = 0; from < count; from += BATCH) {
+    db.exec('BEGIN');
+    for (let i = from; i < Math.min(count, from + BATCH); i++) insert.run(makeRow(i));
+    db.exec('COMMIT');
+  }
 }
 
 /**
@@ -89,7 +101,7 @@ export function seedFeedback(db, { projectId, templateId, count, distinctNotes =
   if (template === undefined) throw new Error(`seed: template feedback ${templateId} not found`);
   // The server stores payloads as JSONB (a blob): clones written as JSON text would make every
   // filtered query parse 100 k texts, which no server-written database does.
-  const encode = Buffer.isBuffer(template.payload) ? { payload: 'jsonb' } : {};
+  const encode = template.payload instanceof Uint8Array ? { payload: 'jsonb' } : {};
   insertMany(db, 'feedback', columns, count, (i) => ({
     ...template,
     id: counterUuid(i + 1),

@@ -88,7 +88,7 @@ export async function serverScenario({ ingestSpans, repetitions, calls, objects,
     const callSample = seedCalls(db, { templateProject: templateCall, projectId: READ_PROJECT, total: calls });
     const objs = seedObjects(db, { projectId: READ_PROJECT, templateObjectId: 'bench-template', count: objects });
     seedFeedback(db, { projectId: READ_PROJECT, templateId: fb.body.id, count: feedback });
-    db.pragma('wal_checkpoint(TRUNCATE)');
+    db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
     db.close();
     const seedMs = performance.now() - seedStart;
     log(`  seeded ${calls} calls, ${objects} objects, ${feedback} feedback in ${(seedMs / 1000).toFixed(1)} s`);
