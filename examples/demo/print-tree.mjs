@@ -24,13 +24,26 @@ export function formatTree(calls) {
   /** @type {string[]} */
   const lines = [];
   const visit = (/** @type {string | null} */ parent, /** @type {number} */ depth) => {
-    for (const call of children.get(parent) ?? []) {
+    for (const call of [...(children.get(parent) ?? [])].sort(byStartThenEnd)) {
       lines.push(formatCall(call, depth));
       visit(call.id, depth + 1);
     }
   };
   visit(null, 0);
   return lines;
+}
+
+/**
+ * The OpenTelemetry SDK stamps a span's start with `Date.now()` (whole milliseconds) and its end
+ * with the start plus a sub-millisecond duration, so a call and the sibling that began right after
+ * it can share a start time; the service then orders them by id. Among calls that started in the
+ * same millisecond, the one that ended first came first.
+ */
+function byStartThenEnd(/** @type {Call} */ a, /** @type {Call} */ b) {
+  if (a.started_at !== b.started_at) return a.started_at < b.started_at ? -1 : 1;
+  const aEnded = a.ended_at ?? '';
+  const bEnded = b.ended_at ?? '';
+  return aEnded === bEnded ? 0 : aEnded < bEnded ? -1 : 1;
 }
 
 /** Sum of the token usage and cost of every call, e.g. `81 in / 44 out tokens, $0.000039`. */

@@ -135,3 +135,33 @@ describe('the demo against a running service (CALLBRIDGE_BASE_URL)', () => {
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
   });
 });
+
+describe('the demo’s tree (examples/demo/print-tree.mjs)', () => {
+  const call = (id: string, parentId: string | null, startedAt: string, endedAt: string) => ({
+    id,
+    parent_id: parentId,
+    op_name: id,
+    started_at: startedAt,
+    ended_at: endedAt,
+    exception: null,
+    attributes: {},
+    summary: { weave: { latency_ms: 1 } },
+  });
+
+  it('puts siblings that started in the same millisecond in the order they ended, whatever order the service gave', async () => {
+    // A plain JavaScript example without declarations: imported by a path TypeScript does not resolve.
+    const printTree = '../../examples/demo/print-tree.mjs';
+    const { formatTree } = (await import(printTree)) as {
+      formatTree: (calls: unknown[]) => string[];
+    };
+    // The SDK stamps starts with Date.now(): `check` began and ended within the millisecond `reply` began in.
+    const calls = [
+      call('root', null, '2026-11-24T05:03:06.556000Z', '2026-11-24T05:03:06.648222Z'),
+      call('reply', 'root', '2026-11-24T05:03:06.582000Z', '2026-11-24T05:03:06.648386Z'),
+      call('chat', 'reply', '2026-11-24T05:03:06.582000Z', '2026-11-24T05:03:06.648076Z'),
+      call('check', 'root', '2026-11-24T05:03:06.582000Z', '2026-11-24T05:03:06.582389Z'),
+      call('plan', 'root', '2026-11-24T05:03:06.558000Z', '2026-11-24T05:03:06.573379Z'),
+    ];
+    expect(formatTree(calls).map((line) => line.trim().split(/\s+/)[1])).toEqual(['root', 'plan', 'check', 'reply', 'chat']);
+  });
+});
