@@ -57,7 +57,7 @@ export interface ServerOptions {
   readonly maxConcurrentStreams?: number;
   /**
    * The SQLite driver: `'better-sqlite3'` (what the SPEC figures are measured with) or Node's own
-   * `'node:sqlite'` (Node >= 22.13; better-sqlite3 12 aborts Node 24 processes).
+   * `'node:sqlite'` (Node >= 22.16; better-sqlite3 12 aborts Node 24 processes).
    * @default env `CALLBRIDGE_SQLITE_DRIVER`, else better-sqlite3 on Node < 24 (node:sqlite where it
    * did not install) and node:sqlite on Node >= 24
    */

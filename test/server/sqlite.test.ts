@@ -1,6 +1,6 @@
 /**
  * The SQLite connection (store/sqlite.ts): both drivers behave as the server expects, wherever the
- * runtime has them (better-sqlite3 on Node < 24, node:sqlite on Node >= 22.13; `npm test` runs
+ * runtime has them (better-sqlite3 on Node < 24, node:sqlite on Node >= 22.16; `npm test` runs
  * the suite on Node 20 and on Node 24, so each is tested).
  */
 import { existsSync } from 'node:fs';
@@ -77,8 +77,30 @@ describe('startServer({ sqliteDriver })', () => {
   });
 });
 
+describe.each(runnable)('the server on %s', (driver) => {
+  it('reads back a call whose wb_run_step is past 2^53 (the service does not bound it), alone and in a query', async () => {
+    const server = await startTestServer({ sqliteDriver: driver });
+    try {
+      const id = '00000000000000a1';
+      const start = { project_id: 'acme/demo', id, trace_id: 'b'.repeat(32), op_name: 'op', started_at: '2026-11-24T00:00:00Z', attributes: {}, inputs: {} };
+      // Written as text so the digits reach the server unrounded: 2^60 + 1.
+      const body = JSON.stringify({ start: { ...start, wb_run_step: 0 } }).replace('"wb_run_step":0', '"wb_run_step":1152921504606846977');
+      const written = await post(server.url, '/call/start', body);
+      expect(written.status).toBe(200);
+      const read = await post(server.url, '/call/read', { project_id: 'acme/demo', id });
+      expect(read.status).toBe(200);
+      expect(read.body.call.wb_run_step).toBe(2 ** 60);
+      const queried = await post(server.url, '/calls/stream_query', { project_id: 'acme/demo' });
+      expect(queried.status).toBe(200);
+      expect(queried.text).toContain('"wb_run_step":1152921504606847000');
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 it.skipIf(hasNodeSqlite)('asking for node:sqlite where Node has none says which Node it needs', () => {
-  expect(() => openSqlite(':memory:', { driver: 'node:sqlite' })).toThrow(/node:sqlite is not available in Node 20\.\d+\.\d+ \(it needs Node >= 22\.13\)/);
+  expect(() => openSqlite(':memory:', { driver: 'node:sqlite' })).toThrow(/node:sqlite is not usable in Node 20\.\d+\.\d+ \(it needs Node >= 22\.16\)/);
 });
 
 describe.each(runnable)('%s', (driver) => {
@@ -142,6 +164,32 @@ describe.each(runnable)('%s', (driver) => {
     }
     expect(seen).toEqual([0, 1]);
     expect([...select.iterate()].length).toBe(5);
+  });
+
+  it('an iteration that fails on a row ends its read: the connection then sees later writes', () => {
+    const path = join(dir, 'iterate.db');
+    const writer = openSqlite(path, { driver });
+    const reader = openSqlite(path, { driver, readonly: true });
+    try {
+      writer.exec('PRAGMA journal_mode = WAL; CREATE TABLE n (v)');
+      writer.prepare('INSERT INTO n VALUES (?)').run(1);
+      // node:sqlite refuses an integer past 2^53 while reading the row; better-sqlite3 reads it as
+      // a double, so there a SQL function that throws stands in for the failure.
+      reader.function('fail', { deterministic: true }, (value: never) => {
+        throw new Error(`row failed at ${String(value)}`);
+      });
+      writer.prepare(`INSERT INTO n VALUES (${2n ** 60n})`).run();
+      const failing = reader.prepare(driver === 'node:sqlite' ? 'SELECT v FROM n ORDER BY rowid' : 'SELECT fail(v) FROM n');
+      const rows = failing.iterate();
+      expect(() => {
+        for (const row of rows) void row;
+      }).toThrow();
+      writer.prepare('INSERT INTO n VALUES (?)').run(3);
+      expect(reader.prepare('SELECT count(*) AS c FROM n').get()).toEqual({ c: 3 });
+    } finally {
+      reader.close();
+      writer.close();
+    }
   });
 
   it('pragma: the rows, or with simple the first value', () => {

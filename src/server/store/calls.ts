@@ -112,10 +112,20 @@ const END_WRITER = 9;
 const END_WRITER_COLUMN: (typeof END_COLUMNS)[typeof END_WRITER] = 'wb_user_id';
 void END_WRITER_COLUMN;
 
+/**
+ * An integer column a client fills, read as a double past 2^53 (the service's `wb_run_step` has no
+ * bound): better-sqlite3 would read it as the nearest double anyway, node:sqlite throws instead,
+ * which made the call (and every query reaching it) answer 500.
+ */
+function safeInteger(column: string): string {
+  return `(CASE WHEN abs(${column}) > ${Number.MAX_SAFE_INTEGER} THEN CAST(${column} AS REAL) ELSE ${column} END)`;
+}
+
 /** What every read selects, named as `CallRow` expects. */
 const CALL_COLUMNS_SQL = `c.id, c.project_id, c.op_name, c.display_name, c.trace_id, c.parent_id,
   c.thread_id, c.turn_id, c.started_at, c.ended_at, c.attributes, c.inputs, c.output, c.summary,
-  c.exception, c.wb_user_id, c.wb_run_id, c.wb_run_step, c.wb_run_step_end,
+  c.exception, c.wb_user_id, c.wb_run_id, ${safeInteger('c.wb_run_step')} AS wb_run_step,
+  ${safeInteger('c.wb_run_step_end')} AS wb_run_step_end,
   ${STORAGE_SIZE_SQL} AS storage_size_bytes, ${STATUS_SQL} AS status, ${LATENCY_SQL} AS latency_ms`;
 
 /** The summed storage of a root call's whole trace; null on calls that have a parent. */
@@ -317,6 +327,9 @@ function linesOf(rows: Iterator<CallRow>, done: () => void, toLine: (row: CallRo
   try {
     next = rows.next();
   } catch (error) {
+    // Closing the iterator ends its read (node:sqlite keeps the statement, and with it the
+    // reader's snapshot, open after an error it raised itself).
+    rows.return?.();
     done();
     throw error;
   }

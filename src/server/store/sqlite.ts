@@ -92,7 +92,7 @@ export function openSqlite(path: string, options: OpenSqliteOptions = {}): Sqlit
   const driver = options.driver ?? defaultSqliteDriver();
   if (driver === 'node:sqlite') return new NodeSqliteDatabase(loadNodeSqlite(), path, options);
   const BetterSqlite3 = loadBetterSqlite3();
-  if (BetterSqlite3 === undefined) throw new Error(missingBetterSqlite3Message());
+  if (BetterSqlite3 === undefined) throw missingBetterSqlite3();
   return new BetterSqlite3(path, {
     readonly: options.readonly ?? false,
     fileMustExist: options.fileMustExist ?? false,
@@ -133,23 +133,30 @@ export function betterSqlite3Path(): string | undefined {
 }
 
 type BetterSqlite3Constructor = new (path: string, options: object) => unknown;
-let betterSqlite3: BetterSqlite3Constructor | null | undefined;
+/** better-sqlite3 once loaded, or why it could not be. */
+let betterSqlite3: { readonly loaded: BetterSqlite3Constructor } | { readonly error: unknown } | undefined;
 
 /** better-sqlite3, loaded on first use (never on Node 24 unless asked for); undefined when absent. */
 function loadBetterSqlite3(): BetterSqlite3Constructor | undefined {
   if (betterSqlite3 === undefined) {
     try {
-      betterSqlite3 = createRequire(import.meta.url)('better-sqlite3') as BetterSqlite3Constructor;
-    } catch {
-      betterSqlite3 = null;
+      betterSqlite3 = { loaded: createRequire(import.meta.url)('better-sqlite3') as BetterSqlite3Constructor };
+    } catch (error) {
+      betterSqlite3 = { error };
     }
   }
-  return betterSqlite3 ?? undefined;
+  return 'loaded' in betterSqlite3 ? betterSqlite3.loaded : undefined;
 }
 
-function missingBetterSqlite3Message(): string {
+function missingBetterSqlite3(): Error {
+  const cause = betterSqlite3 !== undefined && 'error' in betterSqlite3 ? betterSqlite3.error : undefined;
+  const reason = cause instanceof Error ? cause.message.split('\n')[0] : String(cause);
   const fallback = nodeSqliteModule() === undefined ? '' : ', or set CALLBRIDGE_SQLITE_DRIVER=node:sqlite';
-  return `The local server needs better-sqlite3 on Node ${process.versions.node}, and it did not load (its native build needs python3, make and g++; reinstall with them${fallback})`;
+  return new Error(
+    `The local server needs better-sqlite3 on Node ${process.versions.node}, and it did not load: ${reason}. ` +
+      `Reinstall it (npm rebuild better-sqlite3; a build from source needs python3, make and g++)${fallback}`,
+    { cause },
+  );
 }
 
 /**
@@ -177,7 +184,15 @@ interface NodeSqliteModule {
   readonly DatabaseSync: new (path: string, options: { readOnly: boolean; timeout: number }) => DatabaseSync;
 }
 
+/**
+ * The oldest Node whose node:sqlite has everything the wrapper uses: `isTransaction` and the
+ * `timeout` option came in 22.16 (and 24.0), `setAllowUnknownNamedParameters` in 22.15.
+ */
+const NODE_SQLITE_SINCE: readonly [major: number, minor: number] = [22, 16];
+
 function nodeSqliteModule(): NodeSqliteModule | undefined {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major < NODE_SQLITE_SINCE[0] || (major === NODE_SQLITE_SINCE[0] && minor < NODE_SQLITE_SINCE[1])) return undefined;
   // getBuiltinModule, not import: on a Node without node:sqlite the import would fail to load the server.
   try {
     return process.getBuiltinModule('node:sqlite') as NodeSqliteModule | undefined;
@@ -189,7 +204,9 @@ function nodeSqliteModule(): NodeSqliteModule | undefined {
 function loadNodeSqlite(): NodeSqliteModule {
   const module = nodeSqliteModule();
   if (module === undefined) {
-    throw new Error(`node:sqlite is not available in Node ${process.versions.node} (it needs Node >= 22.13); use better-sqlite3`);
+    throw new Error(
+      `node:sqlite is not usable in Node ${process.versions.node} (it needs Node >= ${NODE_SQLITE_SINCE.join('.')}); use better-sqlite3`,
+    );
   }
   return module;
 }
@@ -311,7 +328,7 @@ class NodeSqliteStatement {
   }
 
   iterate(...params: unknown[]): IterableIterator<unknown> {
-    return this.#statement.iterate(...this.#bind(params));
+    return closingOnError(this.#statement.iterate(...this.#bind(params)));
   }
 
   /** The arguments as better-sqlite3 reads them, for node:sqlite. */
@@ -320,6 +337,31 @@ class NodeSqliteStatement {
     const values = params.length === 1 && Array.isArray(params[0]) ? (params[0] as unknown[]) : params;
     return values.map(bindable);
   }
+}
+
+/**
+ * `rows`, closed when reading a row throws, as better-sqlite3's iterators are. node:sqlite leaves
+ * the statement running after an error raised on the JavaScript side (an integer past 2^53, say),
+ * which keeps its read snapshot, and with it the WAL, held.
+ */
+function closingOnError(rows: IterableIterator<unknown>): IterableIterator<unknown> {
+  const closing: IterableIterator<unknown> = {
+    next() {
+      try {
+        return rows.next();
+      } catch (error) {
+        rows.return?.();
+        throw error;
+      }
+    },
+    return(value?: unknown) {
+      return rows.return?.(value) ?? { done: true, value };
+    },
+    [Symbol.iterator]() {
+      return closing;
+    },
+  };
+  return closing;
 }
 
 /** undefined binds NULL (node:sqlite refuses it), in a named-parameter object too. */

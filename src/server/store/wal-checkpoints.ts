@@ -87,6 +87,8 @@ const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const connect = () => {
   if (workerData.driverPath === undefined) {
+    // node:sqlite would create a missing file; the checkpoints belong to the server's own.
+    if (!require('node:fs').existsSync(workerData.dbPath)) throw new Error('no database at ' + workerData.dbPath);
     const { DatabaseSync } = require('node:sqlite');
     const db = new DatabaseSync(workerData.dbPath, { timeout: 5000 });
     const statement = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
