@@ -185,6 +185,42 @@ describe('what importing an entry loads', () => {
   }
 });
 
+describe('when better-sqlite3 cannot load (an optional dependency whose native build failed)', () => {
+  it('the server says why and how to fix it, or runs on node:sqlite where Node has it', async () => {
+    const hook = join(probeDir, 'no-better-sqlite3.cjs');
+    await writeFile(
+      hook,
+      `const Module = require('node:module');
+       const load = Module._load;
+       Module._load = function (request, ...rest) {
+         if (request === 'better-sqlite3') throw new Error('Could not locate the bindings file (build failed)');
+         return load.call(this, request, ...rest);
+       };`,
+    );
+    const script = `import { startServer } from 'callbridge/server';
+      try {
+        const server = await startServer({ port: 0, dbPath: ':memory:' });
+        await server.close();
+        console.log(JSON.stringify({ started: true }));
+      } catch (error) {
+        console.log(JSON.stringify({ message: error.message, cause: error.cause?.message }));
+      }`;
+    const run = await runNode(['-r', hook, '--input-type=module', '-e', script]);
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as { started?: boolean; message?: string; cause?: string };
+    const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+    if (major > 22 || (major === 22 && minor >= 16)) {
+      expect(result).toEqual({ started: true });
+    } else {
+      expect(result.message).toBe(
+        `The local server needs better-sqlite3 on Node ${process.versions.node}, and it did not load: ` +
+          'Could not locate the bindings file (build failed). Reinstall it (npm rebuild better-sqlite3; a build from source needs python3, make and g++)',
+      );
+      expect(result.cause).toBe('Could not locate the bindings file (build failed)');
+    }
+  });
+});
+
 describe('the package bin', () => {
   it('`callbridge serve --port 0` prints the listening line, serves, and stops on SIGTERM', async () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string> };
