@@ -1,8 +1,8 @@
 /**
  * The SQLite connection the server works with, from one of two drivers:
  *
- * - `better-sqlite3` (the default on Node < 24): the fastest, and what every figure in
- *   bench/README.md was measured on.
+ * - `better-sqlite3` (the default on Node < 24): what the figures in bench/README.md's "Results"
+ *   are measured with.
  * - Node's own `node:sqlite` (the default on Node >= 24). better-sqlite3 12, the last major that
  *   runs on Node 20, aborts Node 24 processes (`Assertion failed: (env) != nullptr` in
  *   `Statement::~Statement`): Node 24's `node::ObjectWrap` destructor looks up the environment
@@ -11,13 +11,13 @@
  *
  * `CALLBRIDGE_SQLITE_DRIVER` picks one explicitly (tests run the whole server on both where the
  * runtime has both). Where better-sqlite3 is the default but did not install (its native build
- * failed) and the runtime has `node:sqlite`, that is used instead.
+ * failed) and the runtime has a usable `node:sqlite` (Node >= 22.16), that is used instead.
  *
  * The interface is the part of better-sqlite3's that the server uses, so a better-sqlite3
  * connection is used as it is (no wrapper on the ingest path); `node:sqlite` gets a thin wrapper
  * that keeps better-sqlite3's behaviour where the two differ: an array argument binds its items,
- * `undefined` binds NULL, unknown named parameters are ignored, `changes` is a number, and
- * `pragma()` / `transaction()` exist. One difference is left: node:sqlite binds NULL to a parameter
+ * `undefined` binds NULL, unknown named parameters are ignored, `changes` is a number, an
+ * iterator whose row fails closes, and `pragma()` / `transaction()` exist. One difference is left: node:sqlite binds NULL to a parameter
  * given no value, where better-sqlite3 throws. The server's statements get their values from its
  * own code, and the suite runs on both drivers, so a miscount fails under better-sqlite3.
  */
