@@ -56,11 +56,18 @@ describe('startWalCheckpoints', () => {
   }
 
   it('copies committed pages into the database file from its worker, and the WAL then restarts', async () => {
-    await expectCheckpointed({});
+    const where: string[] = [];
+    await expectCheckpointed({ onCheckpoint: (place) => where.push(place) });
+    // The worker did it (on this Node's driver), not the main-thread fallback.
+    expect(where).toContain('worker');
+    expect(where).not.toContain('main thread');
   });
 
   it('checkpoints on this thread when its worker cannot load the driver', async () => {
-    await expectCheckpointed({ driverPath: join(dir, 'no-such-driver.js') });
+    const where: string[] = [];
+    await expectCheckpointed({ driverPath: join(dir, 'no-such-driver.js'), onCheckpoint: (place) => where.push(place) });
+    expect(where).toContain('main thread');
+    expect(where).not.toContain('worker');
   });
 
   it('does not start its worker while the WAL is small', async () => {

@@ -55,6 +55,11 @@ export interface WalCheckpointOptions {
    * @default the main connection's driver: `better-sqlite3` as this module resolves it, or `node:sqlite`
    */
   readonly driverPath?: string;
+  /**
+   * Told of every checkpoint and where it ran (tests and diagnostics: a worker that cannot load
+   * falls back without a sound).
+   */
+  readonly onCheckpoint?: (where: 'worker' | 'main thread') => void;
 }
 
 /** What the worker reports after each checkpoint (SQLite's `wal_checkpoint` row). */
@@ -147,6 +152,7 @@ export function startWalCheckpoints(db: SqliteDatabase, options: WalCheckpointOp
     if (!db.open || db.inTransaction) return;
     try {
       db.pragma('wal_checkpoint(PASSIVE)');
+      options.onCheckpoint?.('main thread');
     } catch {
       // An I/O error (disk full) must not crash the server from a timer: the next tick retries,
       // and the next commit meets the same error and answers it as a 500.
@@ -169,6 +175,7 @@ export function startWalCheckpoints(db: SqliteDatabase, options: WalCheckpointOp
     thread.unref();
     thread.on('message', (result: CheckpointResult | { error: string }) => {
       if ('error' in result) return;
+      options.onCheckpoint?.('worker');
       // The worker copied the frames there when it began (`log`); the writer kept committing
       // meanwhile, so only a checkpoint between two of its transactions can complete.
       if (result.log >= catchUpFrames) checkpointHere();
