@@ -78,6 +78,8 @@ export interface OpenSqliteOptions {
 }
 
 const DEFAULT_TIMEOUT_MS = 5000;
+/** This Node's major and minor version. */
+const [NODE_MAJOR = 0, NODE_MINOR = 0] = process.versions.node.split('.').map(Number);
 /** The first Node major on which better-sqlite3 12 aborts processes (see the module comment). */
 const FIRST_NODE_MAJOR_WITHOUT_BETTER_SQLITE3 = 24;
 
@@ -113,7 +115,7 @@ export function defaultSqliteDriver(env: NodeJS.ProcessEnv = process.env): Sqlit
     }
     return chosen as SqliteDriver;
   }
-  if (nodeMajor() >= FIRST_NODE_MAJOR_WITHOUT_BETTER_SQLITE3) return 'node:sqlite';
+  if (NODE_MAJOR >= FIRST_NODE_MAJOR_WITHOUT_BETTER_SQLITE3) return 'node:sqlite';
   if (loadBetterSqlite3() === undefined && nodeSqliteModule() !== undefined) return 'node:sqlite';
   return 'better-sqlite3';
 }
@@ -191,8 +193,8 @@ interface NodeSqliteModule {
 const NODE_SQLITE_SINCE: readonly [major: number, minor: number] = [22, 16];
 
 function nodeSqliteModule(): NodeSqliteModule | undefined {
-  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-  if (major < NODE_SQLITE_SINCE[0] || (major === NODE_SQLITE_SINCE[0] && minor < NODE_SQLITE_SINCE[1])) return undefined;
+  const [sinceMajor, sinceMinor] = NODE_SQLITE_SINCE;
+  if (NODE_MAJOR < sinceMajor || (NODE_MAJOR === sinceMajor && NODE_MINOR < sinceMinor)) return undefined;
   // getBuiltinModule, not import: on a Node without node:sqlite the import would fail to load the server.
   try {
     return process.getBuiltinModule('node:sqlite') as NodeSqliteModule | undefined;
@@ -209,10 +211,6 @@ function loadNodeSqlite(): NodeSqliteModule {
     );
   }
   return module;
-}
-
-function nodeMajor(): number {
-  return Number(process.versions.node.split('.')[0]);
 }
 
 /** better-sqlite3's behaviour over a `node:sqlite` connection (see the module comment). */
