@@ -172,8 +172,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#outboxTotalBytes += bytes;
     if (this.#postScheduled) return true;
     if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE) {
-      this.#postScheduled = true;
-      setImmediate(this.#postSlice);
+      this.#postSoon();
     } else if (this.#postTimer === undefined) {
       this.#postTimer = setTimeout(this.#postSlice, POST_DELAY_MS);
       this.#postTimer.unref();
@@ -246,10 +245,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const started = performance.now();
     do this.#postMessageOfSpans();
     while (this.#outboxCount() > 0 && performance.now() - started < POST_SLICE_BUDGET_MS);
-    if (this.#outboxCount() > 0) {
-      this.#postScheduled = true;
-      setImmediate(this.#postSlice);
-    }
+    if (this.#outboxCount() > 0) this.#postSoon();
   };
 
   /** Post everything admitted so far (a flush or shutdown asked for it: no slicing). */
@@ -288,6 +284,13 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#inTransit.push({ seq, spans, bytes });
     this.#inTransitBytes += bytes;
     this.#inTransitCount += spans.length;
+  }
+
+  /** A slice of posting on the next turn of the event loop, unless one is already due. */
+  #postSoon(): void {
+    if (this.#postScheduled) return;
+    this.#postScheduled = true;
+    setImmediate(this.#postSlice);
   }
 
   #flushWorker(): Promise<void> {
@@ -350,10 +353,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       case 'ready':
         this.#workerReady = true;
         this.#settleReadyWaiters();
-        if (this.#outboxCount() > 0 && !this.#postScheduled) {
-          this.#postScheduled = true;
-          setImmediate(this.#postSlice);
-        }
+        if (this.#outboxCount() > 0) this.#postSoon();
         break;
       case 'stats':
         this.#applyReport(message);
