@@ -327,9 +327,7 @@ function linesOf(rows: Iterator<CallRow>, done: () => void, toLine: (row: CallRo
   try {
     next = rows.next();
   } catch (error) {
-    // Closing the iterator ends its read (node:sqlite keeps the statement, and with it the
-    // reader's snapshot, open after an error it raised itself).
-    rows.return?.();
+    // The iterator has closed itself (both drivers do on an error; store/sqlite.ts).
     done();
     throw error;
   }
