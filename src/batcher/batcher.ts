@@ -15,13 +15,13 @@
  * batch), so a `maxBatchItems` of 1 still carries one record's two items.
  */
 import { context, diag } from '@opentelemetry/api';
-import { suppressTracing } from '@opentelemetry/core';
 import PQueue from 'p-queue';
 import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
 import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
 import { DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
+import { suppressTracing } from './suppress-tracing.js';
 import { truncateLargestStrings } from './truncate.js';
 
 /** How the batcher turns a record into wire items. Supplied by the exporter (mapping lives there). */
