@@ -3,7 +3,7 @@
  * (store/db.ts): pages reach the database file without the writer checkpointing, the WAL
  * restarts instead of growing, and a closed database is whole without its WAL.
  */
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
@@ -66,6 +66,19 @@ describe('startWalCheckpoints', () => {
   it('checkpoints on this thread when its worker cannot load the driver', async () => {
     const where: string[] = [];
     await expectCheckpointed({ driverPath: join(dir, 'no-such-driver.js'), onCheckpoint: (place) => where.push(place) });
+    expect(where).toContain('main thread');
+    expect(where).not.toContain('worker');
+  });
+
+  it('checkpoints on this thread each time the checkpoint fails inside its worker', async () => {
+    // A driver that opens but whose every checkpoint fails, as a broken connection would.
+    const failingDriver = join(dir, 'failing-driver.cjs');
+    writeFileSync(
+      failingDriver,
+      "module.exports = class { pragma() { throw new Error('disk I/O error'); } close() {} };",
+    );
+    const where: string[] = [];
+    await expectCheckpointed({ driverPath: failingDriver, onCheckpoint: (place) => where.push(place) });
     expect(where).toContain('main thread');
     expect(where).not.toContain('worker');
   });

@@ -51,7 +51,7 @@ export interface WalCheckpointOptions {
   /**
    * The better-sqlite3 module the worker loads. Should it fail to (a bundle without the native
    * module beside it, a runtime whose workers cannot load it), the checkpoints run on this thread
-   * instead, between requests.
+   * instead, between requests; so does each checkpoint that fails inside the worker.
    * @default the main connection's driver: `better-sqlite3` as this module resolves it, or `node:sqlite`
    */
   readonly driverPath?: string;
@@ -174,7 +174,12 @@ export function startWalCheckpoints(db: SqliteDatabase, options: WalCheckpointOp
     // The server's lifetime, not the worker's, decides when the process may exit.
     thread.unref();
     thread.on('message', (result: CheckpointResult | { error: string }) => {
-      if ('error' in result) return;
+      // The worker's connection failed where this one may not (its own file handle, its own
+      // driver): checkpoint here this time, so the WAL does not grow on to SQLite's backstop.
+      if ('error' in result) {
+        checkpointHere();
+        return;
+      }
       options.onCheckpoint?.('worker');
       // The worker copied the frames there when it began (`log`); the writer kept committing
       // meanwhile, so only a checkpoint between two of its transactions can complete.
