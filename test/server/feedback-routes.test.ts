@@ -90,6 +90,26 @@ describe('feedback over HTTP', () => {
     expect(feedbackRows()).toEqual(before);
   });
 
+  it('checks annotation feedback against the spec stored through obj/create', async () => {
+    const spec = await call('/obj/create', {
+      obj: { project_id: PROJECT, object_id: 'tone', val: { name: 'tone', field_schema: { type: 'string', enum: ['calm', 'curt'] } }, builtin_object_class: 'AnnotationSpec' },
+    });
+    expect(spec.status).toBe(200);
+    const annotationRef = `weave:///${PROJECT}/object/tone:${spec.body.digest}`;
+    const annotate = (value: unknown) => create({ feedback_type: 'wandb.annotation.tone', annotation_ref: annotationRef, payload: { value } });
+    const stored = await annotate('calm');
+    expect(stored).toMatchObject({ status: 200, body: { payload: { value: 'calm' } } });
+    const before = feedbackRows();
+    const refused = await annotate('rude');
+    expect(refused.status).toBe(400);
+    expect(refused.body.reason).toBe('Feedback payload does not match annotation spec: value must be equal to one of the allowed values');
+    const missing = await create({ feedback_type: 'wandb.annotation.tone', payload: { value: 'calm' } });
+    expect(missing).toMatchObject({ status: 400, body: { reason: 'annotation_ref is required for annotation feedback' } });
+    expect(feedbackRows()).toEqual(before);
+    const purged = await call('/feedback/purge', { project_id: PROJECT, query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: stored.body.id }] } } });
+    expect(purged.status).toBe(200);
+  });
+
   it('answers 400 naming unknown fields in fields, query and sort_by', async () => {
     const hostile = "payload') ; DROP TABLE feedback; --";
     const cases: Array<[Record<string, unknown>, string]> = [

@@ -79,8 +79,9 @@ describe('feedback store', () => {
     ]) {
       expect(() => create({ weave_ref }), weave_ref).toThrow(BadRequestError);
     }
-    expect(() => create({ call_ref: 'weave:///acme/other/call/x' })).toThrow(/call_ref/);
-    expect(create({ weave_ref: 'weave:///acme/demo/object/cfg:abc', call_ref: CALL_REF }).id).toBeTruthy();
+    expect(() => create({ call_ref: 'weave:///acme/other/call/x' })).toThrow(/call_ref .* points outside project/);
+    expect(() => create({ weave_ref: 'weave:///acme/demo/call' })).toThrow(/must be weave:\/\/\/<entity>/);
+    expect(create({ weave_ref: 'weave:///acme/demo/object/cfg:abc' }).id).toBeTruthy();
     expect(count()).toBe(1);
   });
 

@@ -1,5 +1,6 @@
 /**
- * Feedback records on SQLite (SPEC §2.3): create with the service's checks, query with
+ * Feedback records on SQLite (SPEC §2.3): create with the service's checks (the payload here, the
+ * refs in `weave-refs.ts` and `feedback-kinds.ts`), query with
  * `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. Every request is one transaction or
  * one statement.
  */
@@ -23,6 +24,9 @@ import { sqlCount, utf8Length } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
 import { assertJsonDepth } from '../json-depth.js';
 import { isRecord } from '../../wire/common.js';
+import { checkFeedbackKind, type ReadObjectVersion } from './feedback-kinds.js';
+import { createObjectStore, type ObjectStore } from './objects.js';
+import { parseProjectRef, type WeaveRef } from './weave-refs.js';
 
 /** Largest payload, as UTF-8 bytes of its JSON (the hosted service's limit). */
 export const MAX_PAYLOAD_BYTES = 1 << 20;
@@ -76,7 +80,8 @@ const REF_FIELDS = ['annotation_ref', 'runnable_ref', 'call_ref', 'trigger_ref']
  * feedback.create({ project_id: 'acme/demo', weave_ref: 'weave:///acme/demo/call/0123456789abcdef',
  *   feedback_type: 'note', payload: { note: 'good' } }, 'dev');
  */
-export function createFeedbackStore(db: SqliteDatabase): FeedbackStore {
+export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStore, 'read'> = createObjectStore(db)): FeedbackStore {
+  const readObject: ReadObjectVersion = (projectId, name, version) => objects.read(projectId, name, version, false);
   const findById = db.prepare<[string, string], FeedbackRow>(`SELECT ${RECORD_COLUMNS} FROM feedback WHERE project_id = ? AND id = ?`);
   const insert = db.prepare(
     `INSERT INTO feedback (id, project_id, weave_ref, feedback_type, payload, creator, created_at, wb_user_id,
@@ -103,7 +108,7 @@ export function createFeedbackStore(db: SqliteDatabase): FeedbackStore {
 
   return {
     create(request, wbUserId) {
-      const row = validatedRow(request, wbUserId);
+      const row = validatedRow(request, wbUserId, readObject);
       const stored = insertOnce(row);
       return {
         id: stored.id,
@@ -163,12 +168,13 @@ export function createFeedbackStore(db: SqliteDatabase): FeedbackStore {
   };
 }
 
-function validatedRow(request: FeedbackCreateReq, wbUserId: string): FeedbackRow {
+function validatedRow(request: FeedbackCreateReq, wbUserId: string, readObject: ReadObjectVersion): FeedbackRow {
   const projectId = request.project_id;
-  checkRef('weave_ref', request.weave_ref, projectId);
+  parseProjectRef('weave_ref', request.weave_ref, projectId);
+  const refs: Partial<Record<(typeof REF_FIELDS)[number], WeaveRef>> = {};
   for (const field of REF_FIELDS) {
     const ref = request[field];
-    if (ref !== undefined && ref !== null) checkRef(field, ref, projectId);
+    if (ref !== undefined && ref !== null) refs[field] = parseProjectRef(field, ref, projectId);
   }
   assertJsonDepth(request.payload, 'Feedback payload');
   const payload = JSON.stringify(request.payload);
@@ -177,6 +183,7 @@ function validatedRow(request: FeedbackCreateReq, wbUserId: string): FeedbackRow
   }
   if (request.feedback_type === REACTION_FEEDBACK_TYPE) checkReaction(request.payload);
   if (request.feedback_type === NOTE_FEEDBACK_TYPE) checkNote(request.payload);
+  checkFeedbackKind(request, refs, readObject);
   const id = request.id ?? uuidv7();
   if (id.length === 0 || id.length > MAX_FEEDBACK_ID_LENGTH) {
     throw new BadRequestError(`Feedback id must have 1 to ${MAX_FEEDBACK_ID_LENGTH} characters`);
@@ -205,26 +212,6 @@ function sameContent(a: FeedbackRow, b: FeedbackRow): boolean {
     a.creator === b.creator &&
     REF_FIELDS.every((field) => a[field] === b[field])
   );
-}
-
-const REF_PREFIX = 'weave:///';
-
-/**
- * A ref must be `weave:///<entity>/<project>/<kind>/...` into the request's own project: feedback
- * on another project's call would leak across the project boundary that authorization draws.
- */
-function checkRef(field: string, ref: string, projectId: string): void {
-  if (!ref.startsWith(REF_PREFIX)) {
-    throw new BadRequestError(`${field} must be a weave:/// ref, got ${quote(ref)}`);
-  }
-  const parts = ref.slice(REF_PREFIX.length).split('/');
-  const [entity, project, ...rest] = parts;
-  if (!entity || !project || rest.length === 0 || rest.every((part) => part.length === 0)) {
-    throw new BadRequestError(`${field} must be weave:///<entity>/<project>/<kind>/<name>, got ${quote(ref)}`);
-  }
-  if (`${entity}/${project}` !== projectId) {
-    throw new BadRequestError(`${field} ${quote(ref)} points outside project ${quote(projectId)}`);
-  }
 }
 
 const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });

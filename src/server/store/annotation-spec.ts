@@ -1,0 +1,110 @@
+/**
+ * Annotation feedback values checked against their annotation spec, as the hosted service does:
+ * an `AnnotationSpec` object holds a JSON Schema in `field_schema` (`{}`, any value, when absent),
+ * and a `wandb.annotation.<name>` record's `payload.value` must validate against it.
+ *
+ * The schema is validated by Ajv, the JSON Schema library fastify itself runs on. Like Python's
+ * `jsonschema.validate`, which the service calls, the dialect is the schema's `$schema` (2020-12
+ * when it has none); `format` is an annotation only (Python's default); keywords a dialect does not
+ * know are ignored; a schema that is itself invalid is refused. Ajv compiles each schema to a
+ * function once: compiled schemas are kept per spec version (a version's value never changes).
+ *
+ * Ajv treats a schema like code it was given: a spec is written by someone with write access to
+ * the project, and its `pattern` regexes run as written, so a catastrophic pattern slows that
+ * project's own annotation writes. Specs are bounded like every object (size and depth).
+ */
+import { Ajv, type Options, type ValidateFunction } from 'ajv';
+import { Ajv2019 } from 'ajv/dist/2019.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { BadRequestError } from '../errors.js';
+import { isRecord } from '../../wire/common.js';
+import { quote } from '../quote.js';
+
+/** Compiled schemas kept; past this the oldest is dropped (a project rarely has more specs). */
+const MAX_COMPILED_SPECS = 256;
+
+const AJV_OPTIONS: Options = { strict: false, validateFormats: false, allErrors: false };
+
+type Dialect = '2020-12' | '2019-09' | 'draft-07';
+
+/** `$schema` URIs by dialect, with and without the trailing `#`, over http and https. */
+const DIALECTS: ReadonlyMap<string, Dialect> = new Map(
+  (
+    [
+      ['json-schema.org/draft/2020-12/schema', '2020-12'],
+      ['json-schema.org/draft/2019-09/schema', '2019-09'],
+      ['json-schema.org/draft-07/schema', 'draft-07'],
+    ] as const
+  ).flatMap(([path, dialect]) =>
+    ['http://', 'https://'].flatMap((scheme) => [
+      [`${scheme}${path}`, dialect],
+      [`${scheme}${path}#`, dialect],
+    ]),
+  ),
+);
+
+const validators = new Map<Dialect, Ajv>();
+const compiled = new Map<string, ValidateFunction>();
+
+/**
+ * Check `value` against the `field_schema` of `spec` (the stored value of the annotation spec
+ * that `specKey` names: project, name and digest).
+ * @throws BadRequestError when the spec is not an annotation spec, its schema is invalid, or
+ *   `value` does not match it.
+ */
+export function checkAnnotationValue(spec: unknown, specKey: string, value: unknown): void {
+  const validate = compiledSchema(spec, specKey);
+  if (validate(value)) return;
+  const error = validate.errors?.[0];
+  const detail = error === undefined ? '' : `: ${error.instancePath || 'value'} ${error.message ?? 'is invalid'}`;
+  throw new BadRequestError(`Feedback payload does not match annotation spec${detail}`);
+}
+
+function compiledSchema(spec: unknown, specKey: string): ValidateFunction {
+  const known = compiled.get(specKey);
+  if (known !== undefined) return known;
+  const schema = isRecord(spec) ? (spec.field_schema ?? {}) : undefined;
+  if (!isRecord(schema)) {
+    throw new BadRequestError('annotation_ref must point to an annotation spec: an object whose field_schema is a JSON Schema object');
+  }
+  let validate: ValidateFunction;
+  try {
+    validate = validatorFor(schema).compile(schema);
+  } catch (error) {
+    if (error instanceof BadRequestError) throw error;
+    // Ajv compiles recursively: a schema nested hundreds deep overflows the stack.
+    if (error instanceof RangeError) throw new BadRequestError("The annotation spec's field_schema is nested too deeply to compile");
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${reason}`);
+  }
+  if (compiled.size >= MAX_COMPILED_SPECS) compiled.delete(compiled.keys().next().value!);
+  compiled.set(specKey, validate);
+  return validate;
+}
+
+function validatorFor(schema: Record<string, unknown>): Ajv {
+  const declared = schema.$schema;
+  const dialect = declared === undefined ? '2020-12' : DIALECTS.get(String(declared));
+  if (dialect === undefined) {
+    throw new BadRequestError(
+      `The annotation spec's field_schema declares $schema ${quote(declared)}; this server validates JSON Schema 2020-12, 2019-09 and draft-07`,
+    );
+  }
+  let ajv = validators.get(dialect);
+  if (ajv === undefined) {
+    ajv = newValidator(dialect);
+    validators.set(dialect, ajv);
+  }
+  return ajv;
+}
+
+function newValidator(dialect: Dialect): Ajv {
+  switch (dialect) {
+    case '2020-12':
+      return new Ajv2020(AJV_OPTIONS);
+    case '2019-09':
+      return new Ajv2019(AJV_OPTIONS);
+    case 'draft-07':
+      return new Ajv(AJV_OPTIONS);
+  }
+}
