@@ -12,8 +12,9 @@
  *   thread instead (see `#fallBack`), and the ones it held are counted as `shutdown` drops.
  * - No stall in `span.end()`: `add()` only measures and queues; the copy is made later (from a
  *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`).
- * - Start-up: the worker starts with the first span and takes 150-250 ms to load; spans wait here
- *   until it reports `ready` (a flush meanwhile waits for it). The exit flush of `register()`
+ * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
+ *   on an idle core here (undici is half of it), longer while the application keeps the cores
+ *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit flush of `register()`
  *   (`settleForExit`) and a shutdown do not wait: they deliver what waits on this thread, so a
  *   short script ends as soon as on the main thread instead of ~240 ms later. A worker never
  *   ready counts as one that cannot start.
