@@ -64,7 +64,10 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
 export interface Batcher<T> {
   /** Queue one record; `false` when it was dropped (queue full, or after shutdown). Never throws. */
   add(record: T): boolean;
-  /** Resolve once every record added before this call is delivered or dropped. Never rejects. */
+  /**
+   * Resolve once every record added before this call is delivered or dropped, and the drops not
+   * yet reported are reported (`diag.warn`). Never rejects.
+   */
   forceFlush(): Promise<void>;
   /**
    * Flush (bounded by `timeoutMs`), drop what is left as `shutdown`, close the pool. Idempotent:
@@ -202,6 +205,8 @@ class QueueBatcher<T> implements Batcher<T> {
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
   #authReported = false;
+  /** Why the last request was retried, while no request has succeeded since (else undefined). */
+  #lastRetryReason: string | undefined;
 
   #delivered = 0;
   #retried = 0;
@@ -253,12 +258,17 @@ class QueueBatcher<T> implements Batcher<T> {
 
   forceFlush(): Promise<void> {
     const unsettled = this.#pendingCount() + this.#inFlight;
-    if (unsettled === 0) return Promise.resolve();
+    // Drops waiting for the next interval's report are reported once the flush is done: a flush
+    // often comes last (a script's end, a serverless handler's), when that interval never comes.
+    if (unsettled === 0) {
+      this.#reporter.report();
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       this.#waiters.push({ lastSeq: this.#seq, remaining: unsettled, resolve });
       this.#flushUpTo = this.#seq;
       this.#pump();
-    });
+    }).then(() => this.#reporter.report());
   }
 
   shutdown(timeoutMs = this.#options.shutdownTimeoutMs): Promise<void> {
@@ -516,7 +526,7 @@ class QueueBatcher<T> implements Batcher<T> {
     let attempt = 0;
     let uploadCuts = 0;
     for (;;) {
-      if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+      if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       // The mode may have changed while this batch waited: re-serialise what was built for the other.
       batch = await this.#reserialise(batch);
       const mode = this.#mode;
@@ -524,13 +534,15 @@ class QueueBatcher<T> implements Batcher<T> {
       if (batch.some((entry) => entry.mode !== mode)) continue;
       const outcome = await this.#post(mode, this.#body(batch));
       if (outcome.kind !== 'ok' && this.#abort.signal.aborted) {
-        return this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+        return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       }
       switch (outcome.kind) {
         case 'ok':
           this.#batchesSent += 1;
+          this.#lastRetryReason = undefined;
           return this.#settle(batch, 'delivered');
         case 'retry': {
+          this.#reportOutageOnce(outcome.status === undefined ? outcome.reason : `HTTP ${outcome.status}: ${outcome.reason}`);
           uploadCuts = outcome.cutDuringUpload === true ? uploadCuts + 1 : 0;
           if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT) {
             uploadCuts = 0;
@@ -636,6 +648,25 @@ class QueueBatcher<T> implements Batcher<T> {
     );
   }
 
+  /**
+   * The first retryable failure after a success (or since the start) is logged at once: an
+   * unreachable or failing service shows up when it happens, not only when spans are given up
+   * minutes later (`maxRetryMs`). Further failures of the same outage are not logged again.
+   */
+  #reportOutageOnce(reason: string): void {
+    const first = this.#lastRetryReason === undefined;
+    this.#lastRetryReason = reason;
+    if (!first) return;
+    const { baseUrl, maxRetryMs } = this.#options;
+    diag.warn(`callbridge: ${baseUrl} did not take a batch (${reason}); retrying with backoff, each batch for up to ${maxRetryMs} ms`);
+  }
+
+  /** Why records still held are given up at shutdown, with the failure that held them when there is one. */
+  #shutdownDetail(): string {
+    const reason = this.#lastRetryReason;
+    return reason === undefined ? 'the shutdown timeout passed' : `the shutdown timeout passed while retrying (last failure: ${reason})`;
+  }
+
   /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
   #sleep(ms: number): Promise<void> {
     const signal = this.#abort.signal;
@@ -716,7 +747,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#abort.abort();
       this.#dropQueued('shutdown', 'the shutdown timeout passed');
       await settleWithin(this.#sendSlots.onIdle(), ABORT_GRACE_MS);
-      for (const batch of this.#inFlightBatches) this.#settle(batch, 'shutdown', 'the shutdown timeout passed');
+      for (const batch of this.#inFlightBatches) this.#settle(batch, 'shutdown', this.#shutdownDetail());
     }
     this.#reporter.report();
     try {

@@ -26,6 +26,9 @@ import { findWorkerScript } from './worker-script.js';
  * whatever is still unsettled is dropped as `shutdown` (counted in `stats()`, reported through
  * `diag`), and the process may exit. Never rejects when `flush` does not.
  */
+/** Longest the exit flush holds the process, after its deadline, while the exporter gives up. */
+const EXIT_SHUTDOWN_HOLD_MS = 5000;
+
 // Assigned by CallbridgeExporter's static block, which can reach its private fields.
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
@@ -52,19 +55,33 @@ export class CallbridgeExporter implements SpanExporter {
   static {
     // register()'s exit flush needs the batcher and the timeout; they are not public API.
     flushBeforeExit = async (exporter, flush) => {
-      let gaveUp: Promise<void> | undefined;
+      const batcher = exporter.#batcher;
+      let deadline: ReturnType<typeof setTimeout> | undefined;
       // Ref'd on purpose, unlike every other timer here: see flushBeforeExit's comment.
-      const deadline = setTimeout(() => {
-        exporter.#shutDown = true;
-        gaveUp = exporter.#batcher.shutdown(0);
-      }, exporter.#shutdownTimeoutMs);
+      const outOfTime = new Promise<false>((resolve) => {
+        deadline = setTimeout(() => resolve(false), exporter.#shutdownTimeoutMs);
+      });
       try {
-        exporter.#batcher.settleForExit?.();
-        await flush();
+        batcher.settleForExit?.();
+        // `flush()` can end before the spans are settled: the SDK bounds a provider's flush by its
+        // own timeout (30 s, the default shutdownTimeoutMs too), which may pass first. So the
+        // batcher's own flush follows, and the deadline bounds both.
+        const settled = await Promise.race([flush().then(() => batcher.forceFlush()).then(() => true), outOfTime]);
+        if (!settled) {
+          exporter.#shutDown = true;
+          // Giving up takes a few ms (a worker's answer at most WORKER_SHUTDOWN_GRACE_MS), but once
+          // the deadline and the SDK's own flush timer have fired nothing else may hold the
+          // process: it would exit halfway, with the spans neither delivered nor counted.
+          const hold = setTimeout(() => {}, EXIT_SHUTDOWN_HOLD_MS);
+          try {
+            await batcher.shutdown(0);
+          } finally {
+            clearTimeout(hold);
+          }
+        }
       } finally {
         clearTimeout(deadline);
       }
-      await gaveUp;
     };
   }
 

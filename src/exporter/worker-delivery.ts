@@ -19,8 +19,9 @@
  *   short script ends as soon as on the main thread instead of ~240 ms later. A worker never
  *   ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
- * - Exit: the worker is unref'd and only ref'd while a flush or shutdown waits for it, so it keeps
- *   the process alive exactly as long as main-thread delivery would (`register()`'s exit flush).
+ * - Exit: the worker is unref'd and only ref'd while a flush (for at most `shutdownTimeoutMs`) or a
+ *   shutdown waits for it, so it keeps the process alive about as long as main-thread delivery
+ *   would, whose requests hold the process and whose backoffs do not (`#refWhileWaited`).
  */
 import { Worker } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
@@ -140,6 +141,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #localDrops = zeroDrops();
 
   readonly #requests = new Map<number, () => void>();
+  /** The requests (ids) that keep the process alive while they wait (see `#refWhileWaited`). */
+  readonly #holding = new Set<number>();
   #nextRequestId = 0;
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
@@ -182,6 +185,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   }
 
   forceFlush(): Promise<void> {
+    // The worker reports its own drops when its flush is done; these are the ones decided here.
+    return this.#flush().then(() => this.#reporter.report());
+  }
+
+  #flush(): Promise<void> {
     // After shutdown everything is settled (or being settled) by it; no worker starts again.
     if (this.#closing) return this.#shutdownPromise ?? Promise.resolve();
     if (this.#exiting && !this.#workerReady) this.#deliverOutboxHere();
@@ -337,15 +345,29 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const id = ++this.#nextRequestId;
     return new Promise<void>((resolve) => {
       this.#requests.set(id, resolve);
+      this.#holding.add(id);
+      if (message.type === 'flush') {
+        // A shutdown is bounded by its own timeout; a flush waits as long as the retries do.
+        setTimeout(() => {
+          this.#holding.delete(id);
+          this.#refWhileWaited();
+        }, this.#options.shutdownTimeoutMs).unref();
+      }
       this.#refWhileWaited();
       this.#worker!.postMessage({ ...message, id } satisfies ToWorker);
     });
   }
 
-  /** Keep the process alive while a flush or shutdown waits for the worker; otherwise never. */
+  /**
+   * Keep the process alive while a flush or shutdown waits for the worker (a flush for at most
+   * `shutdownTimeoutMs`); otherwise never. On this thread a request on the wire keeps the process
+   * alive and a backoff does not; the worker's requests cannot, so the wait stands in for them,
+   * bounded like the exit flush: a service that stays down does not hold the process for the
+   * retries' whole `maxRetryMs` (the exit flush then counts what is left when the process ends).
+   */
   #refWhileWaited(): void {
     if (this.#worker === undefined) return;
-    if (this.#requests.size > 0 || this.#readyWaiters.length > 0) this.#worker.ref();
+    if (this.#holding.size > 0 || this.#readyWaiters.length > 0) this.#worker.ref();
     else this.#worker.unref();
   }
 
@@ -363,6 +385,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         this.#applyReport(message);
         const resolve = this.#requests.get(message.id);
         this.#requests.delete(message.id);
+        this.#holding.delete(message.id);
         this.#refWhileWaited();
         resolve?.();
         break;
@@ -447,6 +470,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // Whoever waits for the worker now waits for the spans that moved here.
     const waiting = [...this.#requests.values()];
     this.#requests.clear();
+    this.#holding.clear();
     void fallback.forceFlush().then(() => {
       for (const resolve of waiting) resolve();
     });
@@ -487,6 +511,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         // Flushes still waiting for its answer end with it: what it held is counted above.
         const waiting = [...this.#requests.values()];
         this.#requests.clear();
+        this.#holding.clear();
         for (const resolve of waiting) resolve();
         await worker.terminate();
       }

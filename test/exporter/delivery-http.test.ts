@@ -3,10 +3,11 @@
  * transport, a scripted fault proxy in front of the real local server, and the database read back
  * through `/calls/stream_query` to prove every span arrived exactly once.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { flushBeforeExit } from '../../src/exporter/exporter.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import type { ExporterOptions } from '../../src/options.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -34,6 +35,14 @@ afterEach(async () => {
   proxy = undefined;
   await server.close();
 });
+
+/** From now on, the `diag` warnings (in place of the errors-only logger every test starts with). */
+function captureWarnings(): string[] {
+  const warnings: string[] = [];
+  diag.disable();
+  diag.setLogger({ error: () => {}, warn: (message) => warnings.push(message), info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
+  return warnings;
+}
 
 function exporterFor(url: string, options: ExporterOptions = {}): CallbridgeExporter {
   return testExporter(server, PROJECT, url, { maxRetryMs: 20_000, ...options });
@@ -218,6 +227,39 @@ describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
     expect(stats.dropped.shutdown).toBe(40);
     expect(stats).toMatchObject({ delivered: 0, inFlight: 0, queued: 0 });
   }, 40_000);
+
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`exit flush (${deliveryThread} thread): counts what is still in backoff at its deadline, though the flush it was given ended first`, async () => {
+      // The SDK ends a provider's flush at its own timeout, which can pass before ours: a flush
+      // that returns at once stands for it. The span is then still in a 10 s backoff.
+      const { url } = await proxied(() => ({ kind: 'status', status: 503, headers: { 'retry-after': '10' } }));
+      const warnings = captureWarnings();
+      const exporter = exporterFor(url, { deliveryThread, shutdownTimeoutMs: 300 });
+      const provider = providerFor(exporter, 'simple');
+      emitSpans(provider, 1);
+      await vi.waitFor(() => expect(proxy!.requests.length).toBe(1), { timeout: 10_000 });
+      await flushBeforeExit(exporter, async () => {});
+      expect(exporter.stats()).toMatchObject({ delivered: 0, inFlight: 0, queued: 0, dropped: { shutdown: 1 } });
+      // The outage when it began (once), then the drop with the failure that caused it.
+      expect(warnings).toEqual([
+        `callbridge: ${url} did not take a batch (HTTP 503: scripted 503); retrying with backoff, each batch for up to 20000 ms`,
+        'callbridge: dropped spans: shutdown=1 (last: the shutdown timeout passed while retrying (last failure: HTTP 503: scripted 503))',
+      ]);
+    }, 20_000);
+  }
+
+  it('reports drops when a flush is done, not only at the next interval', async () => {
+    const warnings = captureWarnings();
+    // Room for about one span: the rest of the burst is dropped as queue_full.
+    const exporter = exporterFor(server.url, { maxQueueBytes: 4096, deliveryThread: 'main' });
+    const provider = providerFor(exporter, 'simple');
+    emitSpans(provider, 20);
+    await exporter.forceFlush();
+    const dropped = exporter.stats().dropped.queue_full;
+    expect(dropped).toBeGreaterThan(0);
+    expect(warnings).toEqual([expect.stringMatching(new RegExp(`^callbridge: dropped spans: queue_full=${dropped}\\b`))]);
+    await exporter.shutdown();
+  });
 
   it('rejects bad options at construction with InvalidOptionError', () => {
     expect(() => new CallbridgeExporter({ baseUrl: server.url, projectId: 'no-slash' })).toThrow(InvalidOptionError);

@@ -203,4 +203,47 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
       await new Promise((resolve) => unavailable.close(resolve));
     }
   });
+
+  it('does not hold the process for the retries of a flush left waiting (worker thread), and still counts the span', async () => {
+    expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
+    const unavailable = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
+    });
+    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`;
+    const script = join(dir, 'flush-left-waiting.mjs');
+    // The flush is started and not awaited: the script ends while it waits out a minute's backoff.
+    await writeFile(
+      script,
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/waiting', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: 'worker' });
+trace(function hello(x) { return x + 1; })(1);
+void tracing.exporter.forceFlush().then(() => console.log('flushed'));
+process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
+`,
+    );
+    try {
+      const started = Date.now();
+      const child = spawn(process.execPath, [script], {
+        env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: url },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      // Held for the Retry-After (and then maxRetryMs) before the flush's wait was bounded.
+      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+      clearTimeout(killer);
+      expect(code).toBe(0);
+      // The flush's hold (1 s), then the exit flush's (1 s), and the worker's start: well under the backoff.
+      expect(Date.now() - started).toBeLessThan(15_000);
+      const stats = JSON.parse(output.trim().split('\n').at(-1)!) as Record<string, unknown>;
+      expect(stats).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
+    } finally {
+      await new Promise((resolve) => unavailable.close(resolve));
+    }
+  });
 });
