@@ -66,18 +66,20 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
   try {
     const max = policy.maxValueBytes;
     let limits: Limits = { strings: max, items: MAX_CAPTURED_ITEMS, depth: FIRST_DEPTH };
-    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [] }, 0);
+    const cuts: Cuts = new Map();
+    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts }, 0);
     for (let pass = 0; pass < SHRINK_PASSES; pass++) {
       const json = JSON.stringify(data) ?? 'null';
       const bytes = utf8Length(json, max);
       if (bytes <= max) return { value: data ?? null, json };
-      // Tighten every cap: strings shrink fastest because they are usually what is large.
+      // Tighten every cap. Strings by the overshoot (and a margin for markers and escapes): one
+      // long string over the budget keeps nearly the whole budget rather than a fraction of it.
       limits = {
-        strings: Math.max(32, Math.floor(Math.min(limits.strings, max) / 4)),
+        strings: Math.max(32, Math.floor(Math.min(limits.strings, max) / ((bytes / max) * 1.05))),
         items: Math.max(4, Math.floor(limits.items / 2)),
         depth: Math.max(3, limits.depth - 4),
       };
-      data = shrink(data, limits, 0);
+      data = shrink(data, limits, 0, cuts);
     }
     // Fits any budget trace() accepts (at least 64 bytes), and is still an object like inputs.
     const marker = { [MORE_KEYS]: '[truncated: over maxValueBytes]' };
@@ -89,11 +91,20 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
   }
 }
 
+/** Bytes kept free for the marker a cut adds (`…[truncated 9007199254740991 chars]` is 39). */
+const MARKER_BYTES = 40;
+
 /** Cut a string to at most `maxBytes` UTF-8 bytes, with a marker when cut. Never throws. */
 export function captureText(text: string, maxBytes: number): string {
   if (utf8Length(text, maxBytes) <= maxBytes) return text;
-  // At most 3 bytes per UTF-16 unit: a third of the budget always fits, marker included.
-  return cutString(text, Math.max(16, Math.floor(maxBytes / 3) - 32));
+  const room = Math.max(16, maxBytes - MARKER_BYTES);
+  // The longest prefix within `room` bytes: each UTF-16 unit is 1 to 3 bytes, so start at `room`
+  // units and scale down by the overshoot until it fits (one round for ASCII, a few otherwise).
+  let keep = Math.min(text.length, room);
+  for (let bytes = Buffer.byteLength(text.slice(0, keep)); bytes > room; bytes = Buffer.byteLength(text.slice(0, keep))) {
+    keep = Math.max(0, Math.floor((keep * room) / bytes) - 1);
+  }
+  return cutString(text, keep, new Map());
 }
 
 /** Byte length of `text`, computed only when the cheap bounds cannot decide against `max`. */
@@ -109,12 +120,19 @@ interface Walk {
   /** The objects on the path from the root: a cycle is a reference to one of them. An array, not a Set: it is never deeper than the depth cap, and scanning a few entries beats hashing. */
   readonly ancestors: object[];
   readonly path: Array<string | number>;
+  readonly cuts: Cuts;
 }
+
+/**
+ * The strings a capture has cut, each with how many characters its original had beyond the kept
+ * prefix: cut again by a later pass, its marker still counts from the user's string.
+ */
+type Cuts = Map<string, number>;
 
 function copyValue(value: unknown, walk: Walk, depth: number): unknown {
   switch (typeof value) {
     case 'string':
-      return value.length > walk.limits.strings ? cutString(value, walk.limits.strings) : value;
+      return value.length > walk.limits.strings ? cutString(value, walk.limits.strings, walk.cuts) : value;
     case 'number':
       return copyNumber(value);
     case 'boolean':
@@ -298,30 +316,46 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
 }
 
 /** Tighten already-plain JSON data to `limits` (runs no user code). */
-function shrink(data: unknown, limits: Limits, depth: number): unknown {
-  if (typeof data === 'string') return data.length > limits.strings ? cutString(data, limits.strings) : data;
+function shrink(data: unknown, limits: Limits, depth: number, cuts: Cuts): unknown {
+  if (typeof data === 'string') return shrinkString(data, limits.strings, cuts);
   if (data === null || typeof data !== 'object') return data;
   if (depth >= limits.depth) return TOO_DEEP;
   if (Array.isArray(data)) {
-    const kept = data.slice(0, limits.items).map((item) => shrink(item, limits, depth + 1));
+    const kept = data.slice(0, limits.items).map((item) => shrink(item, limits, depth + 1, cuts));
     if (data.length > limits.items) kept.push(`[${data.length - limits.items} more items]`);
     return kept;
   }
   const out: Record<string, unknown> = {};
   const keys = Object.keys(data);
   for (const key of keys.slice(0, limits.items)) {
-    setMember(out, key, shrink((data as Record<string, unknown>)[key], limits, depth + 1));
+    setMember(out, key, shrink((data as Record<string, unknown>)[key], limits, depth + 1, cuts));
   }
   if (keys.length > limits.items) setMember(out, MORE_KEYS, `[${keys.length - limits.items} more keys]`);
   return out;
 }
 
-function cutString(text: string, keep: number): string {
+/** `text` within `keep` characters; a string an earlier pass cut is cut again from its kept prefix. */
+function shrinkString(text: string, keep: number, cuts: Cuts): string {
+  const removed = cuts.get(text);
+  if (removed === undefined) return text.length > keep ? cutString(text, keep, cuts) : text;
+  const prefix = text.slice(0, text.length - markerFor(removed).length);
+  return prefix.length > keep ? cutString(prefix, keep, cuts, removed) : text;
+}
+
+/** The first `keep` characters of `text` and a marker counting what was cut (plus `removedBefore`). */
+function cutString(text: string, keep: number, cuts: Cuts, removedBefore = 0): string {
   let end = Math.max(0, keep);
   // Never split a surrogate pair: half a character is not valid text.
   const code = text.charCodeAt(end - 1);
   if (code >= 0xd800 && code <= 0xdbff) end--;
-  return `${text.slice(0, end)}…[truncated ${text.length - end} chars]`;
+  const removed = removedBefore + text.length - end;
+  const cut = `${text.slice(0, end)}${markerFor(removed)}`;
+  cuts.set(cut, removed);
+  return cut;
+}
+
+function markerFor(removed: number): string {
+  return `…[truncated ${removed} chars]`;
 }
 
 function functionName(fn: Function): string {

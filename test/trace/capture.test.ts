@@ -197,6 +197,36 @@ describe('capture: size caps', () => {
     expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(1000);
     expect(cut).toMatch(/…\[truncated \d+ chars\]$/);
   });
+
+  /** The kept prefix of a cut string, and the count its marker gives. */
+  const cutParts = (text: string) => {
+    const match = /^(.*)…\[truncated (\d+) chars\]$/su.exec(text);
+    expect(match, text.slice(-60)).not.toBeNull();
+    return { kept: match![1]!, removed: Number(match![2]) };
+  };
+
+  it('keeps nearly the whole budget of one long string, and counts every character cut from it', () => {
+    const max = 256 * 1024;
+    const long = 'a'.repeat(3_000_000);
+    for (const text of [captureText(long, max), (JSON.parse(capture({ doc: long }, policy({ maxValueBytes: max })).json) as { doc: string }).doc]) {
+      const { kept, removed } = cutParts(text);
+      expect(Buffer.byteLength(text)).toBeLessThanOrEqual(max);
+      expect(kept.length).toBeGreaterThan(max * 0.9);
+      expect(kept.length + removed).toBe(long.length);
+    }
+    const wide = captureText('é'.repeat(10_000), 1000);
+    expect(Buffer.byteLength(wide)).toBeGreaterThan(900);
+    const { kept, removed } = cutParts(wide);
+    expect(kept.length + removed).toBe(10_000);
+  });
+
+  it('counts from the original string when a later pass cuts it again', () => {
+    // Two long strings and a long list: the passes cut the strings more than once.
+    const value = { a: 'x'.repeat(50_000), b: '漢'.repeat(40_000), list: Array.from({ length: 5000 }, (_, i) => i) };
+    const parsed = JSON.parse(capture(value, policy({ maxValueBytes: 8192 })).json) as { a: string; b: string };
+    expect(cutParts(parsed.a).kept.length + cutParts(parsed.a).removed).toBe(50_000);
+    expect(cutParts(parsed.b).kept.length + cutParts(parsed.b).removed).toBe(40_000);
+  });
 });
 
 describe('redaction', () => {
