@@ -29,8 +29,8 @@ export interface ServerOptions {
    */
   readonly dbPath?: string;
   /**
-   * Users allowed in, each with the entities it may use (`['*']` = all).
-   * @default [] (every request but `GET /health` answers 401)
+   * Users allowed in, each with the entities it may use (`['*']` = all). At least one is required
+   * (there is no built-in user).
    */
   readonly users?: readonly ServerUser[];
   /**
@@ -101,7 +101,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   if (!Number.isInteger(maxConcurrentStreams) || maxConcurrentStreams < 1) {
     throw new TypeError(`Expected \`maxConcurrentStreams\` to be a positive integer, got ${String(maxConcurrentStreams)}`);
   }
-  for (const user of options.users ?? []) validateUser(user);
+  validateUsers(options.users);
   const sqliteDriver = options.sqliteDriver ?? defaultSqliteDriver();
   if (!SQLITE_DRIVERS.includes(sqliteDriver)) {
     throw new TypeError(`Expected \`sqliteDriver\` to be one of ${SQLITE_DRIVERS.map((name) => `'${name}'`).join(', ')}, got ${JSON.stringify(sqliteDriver)}`);
@@ -154,7 +154,20 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   };
 }
 
+/** At least one well-formed user: a server no one may use would answer every request 401. */
+function validateUsers(users: readonly ServerUser[] | undefined): void {
+  if (!Array.isArray(users) || users.length === 0) {
+    throw new TypeError(
+      "Expected `users` to list at least one { username, password, entities } (entities ['*'] for all): there is no built-in user, and without one every request answers 401",
+    );
+  }
+  for (const user of users) validateUser(user);
+}
+
 function validateUser(user: ServerUser): void {
+  if (typeof user !== 'object' || user === null) {
+    throw new TypeError(`Expected each of \`users\` to be { username, password, entities }, got ${JSON.stringify(user)}`);
+  }
   if (typeof user.username !== 'string' || user.username === '' || user.username.includes(':')) {
     throw new TypeError(`Expected a user's \`username\` to be a non-empty string without ":", got ${JSON.stringify(user.username)}`);
   }

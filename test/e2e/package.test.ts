@@ -177,7 +177,7 @@ describe('what importing an entry loads', () => {
     });
 
     it(`${system}: 'callbridge/server' loads its SQLite driver only when a server opens its database`, async () => {
-      const started = "const server = await m.startServer({ port: 0, dbPath: ':memory:' }); await server.close();";
+      const started = "const server = await m.startServer({ port: 0, dbPath: ':memory:', users: [{ username: 'dev', password: 'pw', entities: ['*'] }] }); await server.close();";
       const { packages } = await probe('callbridge/server', system, system === 'esm' ? started : `(async () => { ${started} })();`);
       // On Node >= 24 the driver is node:sqlite, part of Node (store/sqlite.ts).
       expect(packages.has('better-sqlite3')).toBe(defaultSqliteDriver(cleanEnv()) === 'better-sqlite3');
@@ -199,7 +199,7 @@ describe('when better-sqlite3 cannot load (an optional dependency whose native b
     );
     const script = `import { startServer } from 'callbridge/server';
       try {
-        const server = await startServer({ port: 0, dbPath: ':memory:' });
+        const server = await startServer({ port: 0, dbPath: ':memory:', users: [{ username: 'dev', password: 'pw', entities: ['*'] }] });
         await server.close();
         console.log(JSON.stringify({ started: true }));
       } catch (error) {

@@ -52,7 +52,7 @@ describe('defaultSqliteDriver', () => {
 describe('startServer({ sqliteDriver })', () => {
   it('refuses a driver it does not know, naming the choices, before opening anything', async () => {
     const dbPath = join(dir, 'never.db');
-    await expect(startServer({ port: 0, dbPath, sqliteDriver: 'sqlite3' as never })).rejects.toThrow(
+    await expect(startServer({ port: 0, dbPath, users: [{ username: 'dev', password: 'pw', entities: ['*'] }], sqliteDriver: 'sqlite3' as never })).rejects.toThrow(
       "Expected `sqliteDriver` to be one of 'better-sqlite3', 'node:sqlite', got \"sqlite3\"",
     );
     expect(existsSync(dbPath)).toBe(false);

@@ -1,0 +1,37 @@
+/**
+ * `startServer()` refuses bad options when called, with a message naming the option, before it
+ * opens a database or a port.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startServer, type ServerOptions } from '../../src/server/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'callbridge-start-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const DEV = { username: 'dev', password: 'pw', entities: ['*'] };
+
+describe('startServer() options', () => {
+  const refused: Array<[string, ServerOptions, RegExp]> = [
+    ['no users', {}, /Expected `users` to list at least one \{ username, password, entities \}.*no built-in user/],
+    ['an empty users list', { users: [] }, /at least one/],
+    ['users in the CLI form', { users: ['dev:pw' as never] }, /Expected each of `users` to be \{ username, password, entities \}, got "dev:pw"/],
+    ['a user without entities', { users: [{ username: 'dev', password: 'pw' } as never] }, /`entities` of user "dev" to be a list of entity names or \['\*'\]/],
+    ['a username with a colon', { users: [{ ...DEV, username: 'a:b' }] }, /`username` to be a non-empty string without ":"/],
+    ['a port out of range', { users: [DEV], port: 70_000 }, /`port` to be an integer from 0 to 65535/],
+    ['a body limit of 0', { users: [DEV], maxBodyBytes: 0 }, /`maxBodyBytes` to be a positive integer/],
+  ];
+  for (const [what, options, message] of refused) {
+    it(`refuses ${what}, opening nothing`, async () => {
+      const dbPath = join(dir, `${what.replaceAll(' ', '-')}.db`);
+      await expect(startServer({ port: 0, dbPath, ...options })).rejects.toThrow(message);
+      expect(existsSync(dbPath)).toBe(false);
+    });
+  }
+
+  it('starts with one user', async () => {
+    const server = await startServer({ port: 0, dbPath: ':memory:', users: [DEV] });
+    await server.close();
+  });
+});
