@@ -88,6 +88,9 @@ export interface Batcher<T> {
 /** The service's answer that asks for `/v2/{entity}/{project}/calls/complete` (SPEC §2.1). */
 export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
 
+/** Answers that may reject some items of a batch, not the request as such (SPEC §4.7). */
+const ITEM_REJECTION_STATUSES: ReadonlySet<number> = new Set([400, 422]);
+
 /** `{"batch":[` + `]}`: the bytes every request body carries besides its items. */
 const BODY_START = '{"batch":[';
 const BODY_END = ']}';
@@ -205,6 +208,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
   #authReported = false;
+  #requestRejectionReported = false;
   /** Why the last request was retried, while no request has succeeded since (else undefined). */
   #lastRetryReason: string | undefined;
 
@@ -573,7 +577,10 @@ class QueueBatcher<T> implements Batcher<T> {
             this.#switchToCompleteMode();
             continue;
           }
-          if (batch.length > 1) return this.#deliverHalves(batch, startedAt);
+          // 400/422 may be about some items: halves find them (SPEC §4.7). Another 4xx is about
+          // the request (a wrong path answers 404 to every half): the batch goes as one.
+          if (batch.length > 1 && ITEM_REJECTION_STATUSES.has(outcome.status)) return this.#deliverHalves(batch, startedAt);
+          if (!ITEM_REJECTION_STATUSES.has(outcome.status)) this.#reportRequestRejectedOnce(mode, outcome);
           return this.#settle(batch, 'rejected', outcome.reason);
       }
     }
@@ -617,8 +624,12 @@ class QueueBatcher<T> implements Batcher<T> {
     return kept;
   }
 
+  #pathOf(mode: Mode): string {
+    return mode === 'upsert' ? '/call/upsert_batch' : this.#completePath;
+  }
+
   async #post(mode: Mode, body: Uint8Array): Promise<SendOutcome> {
-    const path = mode === 'upsert' ? '/call/upsert_batch' : this.#completePath;
+    const path = this.#pathOf(mode);
     const signal = this.#abort.signal;
     try {
       // Our own requests must not become spans (SPEC §4.12), e.g. under an undici/http instrumentation.
@@ -646,6 +657,19 @@ class QueueBatcher<T> implements Batcher<T> {
       `callbridge: ${baseUrl} refused the credentials of user "${username}" (HTTP ${outcome.status}: ${outcome.reason}); ` +
         'spans are dropped until the username/password (or API key) are fixed',
     );
+  }
+
+  /**
+   * A 4xx that refuses the request itself (404 for a `baseUrl` with a wrong path, 405, 415...) is
+   * a setup error: said once, at once, with the URL (the drop report alone would come later and
+   * only name the reason). Its spans are dropped as `rejected`.
+   */
+  #reportRequestRejectedOnce(mode: Mode, outcome: Extract<SendOutcome, { kind: 'reject' }>): void {
+    if (this.#requestRejectionReported) return;
+    this.#requestRejectionReported = true;
+    const url = `${this.#options.baseUrl}${this.#pathOf(mode)}`;
+    const hint = outcome.status === 404 ? ': is baseUrl the root URL of the service (no path after it)?' : '';
+    diag.error(`callbridge: POST ${url} answered HTTP ${outcome.status} (${outcome.reason})${hint}; its spans are dropped as rejected`);
   }
 
   /**

@@ -248,6 +248,22 @@ describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
     }, 20_000);
   }
 
+  it('sends a batch answered 404 (a baseUrl with a wrong path) once, not in halves, and says so once with the URL', async () => {
+    const { url } = await proxied(() => ({ kind: 'status', status: 404 }));
+    const exporter = exporterFor(`${url}/traces`, { deliveryThread: 'main' });
+    const provider = providerFor(exporter);
+    emitSpans(provider, 40);
+    await flushAll(provider, exporter);
+    emitSpans(provider, 10);
+    await flushAll(provider, exporter);
+    expect(exporter.stats()).toMatchObject({ delivered: 0, dropped: { rejected: 50 } });
+    expect(proxy!.requests.length).toBe(2);
+    expect(errors).toEqual([
+      `callbridge: POST ${url}/traces/call/upsert_batch answered HTTP 404 (scripted 404): is baseUrl the root URL of the service (no path after it)?; its spans are dropped as rejected`,
+    ]);
+    await exporter.shutdown();
+  });
+
   it('reports drops when a flush is done, not only at the next interval', async () => {
     const warnings = captureWarnings();
     // Room for about one span: the rest of the burst is dropped as queue_full.
