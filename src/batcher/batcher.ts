@@ -652,11 +652,23 @@ class QueueBatcher<T> implements Batcher<T> {
   #reportAuthOnce(outcome: Extract<SendOutcome, { kind: 'auth' }>): void {
     if (this.#authReported) return;
     this.#authReported = true;
-    const { baseUrl, username } = this.#options;
-    diag.error(
-      `callbridge: ${baseUrl} refused the credentials of user "${username}" (HTTP ${outcome.status}: ${outcome.reason}); ` +
-        'spans are dropped until the username/password (or API key) are fixed',
-    );
+    const { baseUrl, username, projectId } = this.#options;
+    if (username === '') {
+      diag.error(
+        `callbridge: ${baseUrl} needs credentials and none are set (HTTP ${outcome.status}): set the username/password or apiKey ` +
+          'options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY (WANDB_API_KEY); spans are dropped as auth until then',
+      );
+    } else if (outcome.status === 403) {
+      diag.error(
+        `callbridge: ${baseUrl} denied user "${username}" access to project ${projectId} (HTTP 403); ` +
+          "spans are dropped as auth until the user is granted the project's entity",
+      );
+    } else {
+      diag.error(
+        `callbridge: ${baseUrl} refused the credentials of user "${username}" (HTTP ${outcome.status}); ` +
+          'spans are dropped as auth until the username/password (or API key) are fixed',
+      );
+    }
   }
 
   /**

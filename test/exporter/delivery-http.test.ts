@@ -149,6 +149,16 @@ describe('401/403 (SPEC §4.8)', () => {
     await provider.shutdown();
   });
 
+  it('says that no credentials are set, and where to set them, when none are', async () => {
+    const anonymous = new CallbridgeExporter({ baseUrl: server.url, projectId: PROJECT, username: '', password: '', deliveryThread: 'main' });
+    const provider = providerFor(anonymous);
+    emitSpans(provider, 3);
+    await flushAll(provider, anonymous);
+    expect(anonymous.stats()).toMatchObject({ delivered: 0, dropped: { auth: 3 } });
+    expect(errors).toEqual([expect.stringMatching(new RegExp(`^callbridge: ${server.url} needs credentials and none are set \\(HTTP 401\\): set the username/password or apiKey options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY`))]);
+    await provider.shutdown();
+  });
+
   it('drops as auth on 403 (entity not granted)', async () => {
     const restricted = await startTestServer({ users: [{ username: 'guest', password: 'pw2', entities: ['other'] }] });
     try {
@@ -157,6 +167,9 @@ describe('401/403 (SPEC §4.8)', () => {
       emitSpans(provider, 5);
       await flushAll(provider, guest);
       expect(guest.stats()).toMatchObject({ delivered: 0, dropped: { auth: 5 } });
+      expect(errors).toEqual([
+        `callbridge: ${restricted.url} denied user "guest" access to project ${PROJECT} (HTTP 403); spans are dropped as auth until the user is granted the project's entity`,
+      ]);
       await provider.shutdown();
     } finally {
       await restricted.close();
