@@ -130,11 +130,49 @@ describe('a short script that ends without shutdown()', () => {
   });
   afterAll(() => rm(dir, { recursive: true, force: true }));
 
-  it('loses nothing and exits on its own (beforeExit flush)', async () => {
+  /**
+   * Run `source` as a script of its own that imports the built package (`CALLBRIDGE_ENTRY`) and
+   * sends to `serverUrl` (`SERVER_URL`); killed after 20 s, so a script that hangs fails the test.
+   */
+  async function runScript(name: string, source: string, serverUrl: string): Promise<{ code: number | null; output: string; ms: number }> {
     expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
-    const script = join(dir, 'script.mjs');
-    await writeFile(
-      script,
+    const script = join(dir, name);
+    await writeFile(script, source);
+    const started = Date.now();
+    const child = spawn(process.execPath, [script], {
+      env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: serverUrl },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    clearTimeout(killer);
+    return { code, output: output.trim(), ms: Date.now() - started };
+  }
+
+  /** A service that is down for a while: every request gets 503 and a minute's Retry-After. */
+  async function withUnavailableService(use: (url: string, requests: () => number) => Promise<void>): Promise<void> {
+    let requests = 0;
+    const unavailable = createServer((request, response) => {
+      requests += 1;
+      request.resume();
+      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
+    });
+    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
+    try {
+      await use(`http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`, () => requests);
+    } finally {
+      await new Promise((resolve) => unavailable.close(resolve));
+    }
+  }
+
+  const lastLine = (output: string) => JSON.parse(output.split('\n').at(-1)!) as Record<string, unknown>;
+
+  it('loses nothing and exits on its own (beforeExit flush)', async () => {
+    const run = await runScript(
+      'script.mjs',
       `
 const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
 register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit', username: 'dev', password: 'pw' });
@@ -145,16 +183,9 @@ const work = trace(async function work(n) {
 for (let i = 0; i < 50; i++) await work(i);
 console.log('done');
 `,
+      server.url,
     );
-    const child = spawn(process.execPath, [script], {
-      env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: server.url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect({ code, output: output.trim() }).toEqual({ code: 0, output: 'done' });
+    expect({ code: run.code, output: run.output }).toEqual({ code: 0, output: 'done' });
 
     const calls = await queryCalls('acme/exit');
     expect(calls).toHaveLength(50);
@@ -163,87 +194,43 @@ console.log('done');
   });
 
   it('counts a span stuck in a long backoff as dropped (shutdown) after shutdownTimeoutMs, and exits', async () => {
-    expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
-    // A service that is down for a while: every request gets 503 and a minute's Retry-After.
-    let requests = 0;
-    const unavailable = createServer((request, response) => {
-      requests += 1;
-      request.resume();
-      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
-    });
-    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`;
-    const script = join(dir, 'stuck.mjs');
-    await writeFile(
-      script,
-      `
+    await withUnavailableService(async (url, requests) => {
+      const run = await runScript(
+        'stuck.mjs',
+        `
 const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
 const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/stuck', username: 'dev', password: 'pw', shutdownTimeoutMs: 1500 });
 trace(function hello(x) { return x + 1; })(1);
 process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
 `,
-    );
-    try {
-      const child = spawn(process.execPath, [script], {
-        env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: url },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      // Killed if it has not exited long after shutdownTimeoutMs (it would hang for the Retry-After).
-      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-      clearTimeout(killer);
-      expect(code).toBe(0);
-      const stats = JSON.parse(output.trim().split('\n').at(-1)!) as Record<string, unknown>;
-      expect(stats).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { shutdown: 1 } });
-      expect(requests).toBe(1);
-    } finally {
-      await new Promise((resolve) => unavailable.close(resolve));
-    }
+        url,
+      );
+      // Without the exit flush's deadline it would hang for the Retry-After and be killed.
+      expect(run.code).toBe(0);
+      expect(lastLine(run.output)).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { shutdown: 1 } });
+      expect(requests()).toBe(1);
+    });
   });
 
   it('does not hold the process for the retries of a flush left waiting (worker thread), and still counts the span', async () => {
-    expect(existsSync(entry), `${entry} is missing: run the build first (npm test does)`).toBe(true);
-    const unavailable = createServer((request, response) => {
-      request.resume();
-      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
-    });
-    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`;
-    const script = join(dir, 'flush-left-waiting.mjs');
-    // The flush is started and not awaited: the script ends while it waits out a minute's backoff.
-    await writeFile(
-      script,
-      `
+    await withUnavailableService(async (url) => {
+      // The flush is started and not awaited: the script ends while it waits out a minute's backoff.
+      const run = await runScript(
+        'flush-left-waiting.mjs',
+        `
 const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
 const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/waiting', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: 'worker' });
 trace(function hello(x) { return x + 1; })(1);
 void tracing.exporter.forceFlush().then(() => console.log('flushed'));
 process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
 `,
-    );
-    try {
-      const started = Date.now();
-      const child = spawn(process.execPath, [script], {
-        env: { ...process.env, CALLBRIDGE_ENTRY: pathToFileURL(entry).href, SERVER_URL: url },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      // Held for the Retry-After (and then maxRetryMs) before the flush's wait was bounded.
-      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-      clearTimeout(killer);
-      expect(code).toBe(0);
+        url,
+      );
+      // Held for the Retry-After (then maxRetryMs) before a flush's hold was bounded: killed at 20 s.
+      expect(run.code).toBe(0);
       // The flush's hold (1 s), then the exit flush's (1 s), and the worker's start: well under the backoff.
-      expect(Date.now() - started).toBeLessThan(15_000);
-      const stats = JSON.parse(output.trim().split('\n').at(-1)!) as Record<string, unknown>;
-      expect(stats).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
-    } finally {
-      await new Promise((resolve) => unavailable.close(resolve));
-    }
+      expect(run.ms).toBeLessThan(15_000);
+      expect(lastLine(run.output)).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
+    });
   });
 });
