@@ -20,7 +20,7 @@ import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
 import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
-import { DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
+import { DROP_REPORT_INTERVAL_MS, DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
 import { suppressTracing } from './suppress-tracing.js';
 import { truncateLargestStrings } from './truncate.js';
 
@@ -66,7 +66,7 @@ export interface Batcher<T> {
   add(record: T): boolean;
   /**
    * Resolve once every record added before this call is delivered or dropped, and the drops not
-   * yet reported are reported (`diag.warn`). Never rejects.
+   * yet reported are reported (`diag.warn`; at most once per interval). Never rejects.
    */
   forceFlush(): Promise<void>;
   /**
@@ -211,6 +211,8 @@ class QueueBatcher<T> implements Batcher<T> {
   #requestRejectionReported = false;
   /** Why the last request was retried, while no request has succeeded since (else undefined). */
   #lastRetryReason: string | undefined;
+  /** When a failing service was last reported (`performance.now()`). */
+  #outageReportedAt: number | undefined;
 
   #delivered = 0;
   #retried = 0;
@@ -262,17 +264,18 @@ class QueueBatcher<T> implements Batcher<T> {
 
   forceFlush(): Promise<void> {
     const unsettled = this.#pendingCount() + this.#inFlight;
-    // Drops waiting for the next interval's report are reported once the flush is done: a flush
-    // often comes last (a script's end, a serverless handler's), when that interval never comes.
+    // Drops waiting for the next interval's report are reported once the flush is done (unless one
+    // went out less than an interval ago): a flush often comes last (a script's end, a serverless
+    // handler's), when that interval never comes.
     if (unsettled === 0) {
-      this.#reporter.report();
+      this.#reporter.reportIfDue();
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
       this.#waiters.push({ lastSeq: this.#seq, remaining: unsettled, resolve });
       this.#flushUpTo = this.#seq;
       this.#pump();
-    }).then(() => this.#reporter.report());
+    }).then(() => this.#reporter.reportIfDue());
   }
 
   shutdown(timeoutMs = this.#options.shutdownTimeoutMs): Promise<void> {
@@ -546,7 +549,7 @@ class QueueBatcher<T> implements Batcher<T> {
           this.#lastRetryReason = undefined;
           return this.#settle(batch, 'delivered');
         case 'retry': {
-          this.#reportOutageOnce(outcome.status === undefined ? outcome.reason : `HTTP ${outcome.status}: ${outcome.reason}`);
+          this.#reportOutage(outcome.status === undefined ? outcome.reason : `HTTP ${outcome.status}: ${outcome.reason}`);
           uploadCuts = outcome.cutDuringUpload === true ? uploadCuts + 1 : 0;
           if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT) {
             uploadCuts = 0;
@@ -655,7 +658,7 @@ class QueueBatcher<T> implements Batcher<T> {
     const { baseUrl, username, projectId } = this.#options;
     if (username === '') {
       diag.error(
-        `callbridge: ${baseUrl} needs credentials and none are set (HTTP ${outcome.status}): set the username/password or apiKey ` +
+        `callbridge: ${baseUrl} needs credentials and no username is set (HTTP ${outcome.status}): set the username/password or apiKey ` +
           'options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY (WANDB_API_KEY); spans are dropped as auth until then',
       );
     } else if (outcome.status === 403) {
@@ -680,19 +683,23 @@ class QueueBatcher<T> implements Batcher<T> {
     if (this.#requestRejectionReported) return;
     this.#requestRejectionReported = true;
     const url = `${this.#options.baseUrl}${this.#pathOf(mode)}`;
+    // Status 0: no HTTP answer at all (a TLS certificate the client refuses, say).
+    const what = outcome.status === 0 ? `failed (${outcome.reason})` : `answered HTTP ${outcome.status} (${outcome.reason})`;
     const hint = outcome.status === 404 ? ': is baseUrl the root URL of the service (no path after it)?' : '';
-    diag.error(`callbridge: POST ${url} answered HTTP ${outcome.status} (${outcome.reason})${hint}; its spans are dropped as rejected`);
+    diag.error(`callbridge: POST ${url} ${what}${hint}; its spans are dropped as rejected`);
   }
 
   /**
-   * The first retryable failure after a success (or since the start) is logged at once: an
-   * unreachable or failing service shows up when it happens, not only when spans are given up
-   * minutes later (`maxRetryMs`). Further failures of the same outage are not logged again.
+   * A retryable failure is logged at once, so an unreachable or failing service shows up when it
+   * happens, not only when spans are given up minutes later (`maxRetryMs`); then at most once per
+   * drop-report interval, however the failures and successes alternate.
    */
-  #reportOutageOnce(reason: string): void {
-    const first = this.#lastRetryReason === undefined;
+  #reportOutage(reason: string): void {
     this.#lastRetryReason = reason;
-    if (!first) return;
+    const now = performance.now();
+    const interval = this.#options.dropReportIntervalMs ?? DROP_REPORT_INTERVAL_MS;
+    if (this.#outageReportedAt !== undefined && now - this.#outageReportedAt < interval) return;
+    this.#outageReportedAt = now;
     const { baseUrl, maxRetryMs } = this.#options;
     diag.warn(`callbridge: ${baseUrl} did not take a batch (${reason}); retrying with backoff, each batch for up to ${maxRetryMs} ms`);
   }
@@ -777,12 +784,14 @@ class QueueBatcher<T> implements Batcher<T> {
     this.#closing = true;
     if (this.#flushTimer !== undefined) clearTimeout(this.#flushTimer);
     this.#flushTimer = undefined;
-    const flushed = await settleWithin(this.forceFlush(), timeoutMs);
+    // Held for the bounded wait: the backoff timers are unref'd, so a process whose code awaits
+    // this shutdown would otherwise end during a backoff, with the shutdown neither done nor counted.
+    const flushed = await settleWithin(this.forceFlush(), timeoutMs, true);
     if (!flushed) {
       // Out of time: stop backoffs and requests, and give up on everything still held.
       this.#abort.abort();
       this.#dropQueued('shutdown', 'the shutdown timeout passed');
-      await settleWithin(this.#sendSlots.onIdle(), ABORT_GRACE_MS);
+      await settleWithin(this.#sendSlots.onIdle(), ABORT_GRACE_MS, true);
       for (const batch of this.#inFlightBatches) this.#settle(batch, 'shutdown', this.#shutdownDetail());
     }
     this.#reporter.report();
@@ -817,11 +826,14 @@ class TimeSlicer {
   }
 }
 
-/** Resolve true when `promise` settles within `ms`, false otherwise; the timer is unref'ed. */
-export function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/**
+ * Resolve true when `promise` settles within `ms`, false otherwise. The timer is unref'd unless
+ * `holdProcess`: then it keeps the process alive for at most `ms`.
+ */
+export function settleWithin(promise: Promise<unknown>, ms: number, holdProcess = false): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), ms);
-    timer.unref?.();
+    if (!holdProcess) timer.unref?.();
     promise.then(
       () => {
         clearTimeout(timer);

@@ -56,6 +56,8 @@ export class DropReporter {
   readonly #lastReason = new Map<DropReason, string>();
   readonly #intervalMs: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When drops were last reported (`performance.now()`). */
+  #reportedAt: number | undefined;
 
   constructor(intervalMs: number = DROP_REPORT_INTERVAL_MS) {
     this.#intervalMs = intervalMs;
@@ -72,11 +74,22 @@ export class DropReporter {
     }
   }
 
+  /**
+   * Report now what accumulated, unless drops were reported less than an interval ago (then the
+   * timer will). For the end of a flush: a script that ends after it never reaches the timer,
+   * and an app that flushes often still gets at most one report per interval.
+   */
+  reportIfDue(): void {
+    if (this.#reportedAt !== undefined && performance.now() - this.#reportedAt < this.#intervalMs) return;
+    this.report();
+  }
+
   /** Report now whatever accumulated (used by the timer and by shutdown). */
   report(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#pending.size === 0) return;
+    this.#reportedAt = performance.now();
     const parts: string[] = [];
     for (const reason of DROP_REASONS) {
       const count = this.#pending.get(reason);

@@ -5,7 +5,8 @@
  * Decisions the spec leaves open, written down here:
  * - Only the statuses SPEC §4.5 lists are retried (408, 429, 500, 502, 503, 504). Any other 5xx
  *   (501 Not Implemented, 505, 507, ...) is a `reject`: retrying an endpoint the server does not
- *   implement cannot succeed, and the batcher's split-on-reject then isolates what it can.
+ *   implement cannot succeed; the batcher drops the batch as `rejected` with one error (it
+ *   splits a batch only on 400/422, which can be about some of its items).
  * - A 2xx whose body is not JSON is still `ok` (the server committed the write; re-sending would only
  *   rewrite the same records), with `bodyError` saying why `body` is undefined.
  * - A 1xx/3xx that reaches us (undici does not follow redirects) is a `reject` naming the status

@@ -141,8 +141,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #localDrops = zeroDrops();
 
   readonly #requests = new Map<number, () => void>();
-  /** The requests (ids) that keep the process alive while they wait (see `#refWhileWaited`). */
-  readonly #holding = new Set<number>();
+  /**
+   * The requests (by id) that keep the process alive while they wait (see `#refWhileWaited`),
+   * each with the timer that ends a flush's hold.
+   */
+  readonly #holding = new Map<number, ReturnType<typeof setTimeout> | undefined>();
   #nextRequestId = 0;
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
@@ -186,7 +189,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   forceFlush(): Promise<void> {
     // The worker reports its own drops when its flush is done; these are the ones decided here.
-    return this.#flush().then(() => this.#reporter.report());
+    return this.#flush().then(() => this.#reporter.reportIfDue());
   }
 
   #flush(): Promise<void> {
@@ -345,17 +348,23 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const id = ++this.#nextRequestId;
     return new Promise<void>((resolve) => {
       this.#requests.set(id, resolve);
-      this.#holding.add(id);
-      if (message.type === 'flush') {
-        // A shutdown is bounded by its own timeout; a flush waits as long as the retries do.
-        setTimeout(() => {
-          this.#holding.delete(id);
-          this.#refWhileWaited();
-        }, this.#options.shutdownTimeoutMs).unref();
-      }
+      // A shutdown is bounded by its own timeout; a flush waits as long as the retries do.
+      const letGo =
+        message.type === 'flush'
+          ? setTimeout(() => {
+              this.#holding.delete(id);
+              this.#refWhileWaited();
+            }, this.#options.shutdownTimeoutMs).unref()
+          : undefined;
+      this.#holding.set(id, letGo);
       this.#refWhileWaited();
       this.#worker!.postMessage({ ...message, id } satisfies ToWorker);
     });
+  }
+
+  #releaseAll(): void {
+    for (const letGo of this.#holding.values()) clearTimeout(letGo);
+    this.#holding.clear();
   }
 
   /**
@@ -385,6 +394,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         this.#applyReport(message);
         const resolve = this.#requests.get(message.id);
         this.#requests.delete(message.id);
+        clearTimeout(this.#holding.get(message.id));
         this.#holding.delete(message.id);
         this.#refWhileWaited();
         resolve?.();
@@ -470,7 +480,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // Whoever waits for the worker now waits for the spans that moved here.
     const waiting = [...this.#requests.values()];
     this.#requests.clear();
-    this.#holding.clear();
+    this.#releaseAll();
     void fallback.forceFlush().then(() => {
       for (const resolve of waiting) resolve();
     });
@@ -511,7 +521,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         // Flushes still waiting for its answer end with it: what it held is counted above.
         const waiting = [...this.#requests.values()];
         this.#requests.clear();
-        this.#holding.clear();
+        this.#releaseAll();
         for (const resolve of waiting) resolve();
         await worker.terminate();
       }

@@ -72,10 +72,12 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
       const json = JSON.stringify(data) ?? 'null';
       const bytes = utf8Length(json, max);
       if (bytes <= max) return { value: data ?? null, json };
-      // Tighten every cap. Strings by the overshoot (and a margin for markers and escapes): one
-      // long string over the budget keeps nearly the whole budget rather than a fraction of it.
+      // Tighten every cap. Strings by the overshoot (and a margin for markers and escapes), from
+      // the longest string there is (a cap above it would cut nothing): one long string over the
+      // budget keeps nearly the whole budget rather than a fraction of it.
+      const longest = Math.min(limits.strings, max, longestString(data, 0));
       limits = {
-        strings: Math.max(32, Math.floor(Math.min(limits.strings, max) / ((bytes / max) * 1.05))),
+        strings: Math.max(32, Math.floor(longest / ((bytes / max) * 1.05))),
         items: Math.max(4, Math.floor(limits.items / 2)),
         depth: Math.max(3, limits.depth - 4),
       };
@@ -332,6 +334,21 @@ function shrink(data: unknown, limits: Limits, depth: number, cuts: Cuts): unkno
   }
   if (keys.length > limits.items) setMember(out, MORE_KEYS, `[${keys.length - limits.items} more keys]`);
   return out;
+}
+
+/** Length of the longest string in plain JSON data (keys included: they count in the text too). */
+function longestString(data: unknown, depth: number): number {
+  if (typeof data === 'string') return data.length;
+  if (data === null || typeof data !== 'object' || depth > FIRST_DEPTH) return 0;
+  let longest = 0;
+  if (Array.isArray(data)) {
+    for (const item of data) longest = Math.max(longest, longestString(item, depth + 1));
+    return longest;
+  }
+  for (const key of Object.keys(data)) {
+    longest = Math.max(longest, key.length, longestString((data as Record<string, unknown>)[key], depth + 1));
+  }
+  return longest;
 }
 
 /** `text` within `keep` characters; a string an earlier pass cut is cut again from its kept prefix. */

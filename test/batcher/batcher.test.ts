@@ -629,7 +629,7 @@ describe('forceFlush and shutdown (SPEC §4.11)', () => {
     expect(batcher.stats().dropped.shutdown).toBe(6);
   });
 
-  it('timers are unref()ed: a pending flush timer does not hold the process', async () => {
+  it('timers are unref()ed: a pending flush timer or backoff does not hold the process; shutdown holds it at most its timeout', async () => {
     vi.useRealTimers();
     const seen: boolean[] = [];
     const original = globalThis.setTimeout;
@@ -649,9 +649,14 @@ describe('forceFlush and shutdown (SPEC §4.11)', () => {
       batcher.add(record(1));
       expect(seen.length).toBeGreaterThan(0);
       expect(seen.every(Boolean)).toBe(true);
-      void batcher.shutdown();
-      await new Promise((resolve) => original(resolve, 20));
+      await new Promise((resolve) => original(resolve, 20)); // into the backoff
+      const before = seen.length;
       expect(seen.every(Boolean)).toBe(true);
+      void batcher.shutdown(500);
+      await new Promise((resolve) => original(resolve, 20));
+      // Only the wait of the shutdown itself is held (its code awaits it): one timer, of its timeout.
+      expect(seen.slice(0, before).every(Boolean)).toBe(true);
+      expect(seen.slice(before).filter((unrefd) => !unrefd)).toHaveLength(1);
     } finally {
       spy.mockRestore();
     }

@@ -149,13 +149,13 @@ describe('401/403 (SPEC §4.8)', () => {
     await provider.shutdown();
   });
 
-  it('says that no credentials are set, and where to set them, when none are', async () => {
+  it('says that no username is set, and where to set credentials, when none are', async () => {
     const anonymous = new CallbridgeExporter({ baseUrl: server.url, projectId: PROJECT, username: '', password: '', deliveryThread: 'main' });
     const provider = providerFor(anonymous);
     emitSpans(provider, 3);
     await flushAll(provider, anonymous);
     expect(anonymous.stats()).toMatchObject({ delivered: 0, dropped: { auth: 3 } });
-    expect(errors).toEqual([expect.stringMatching(new RegExp(`^callbridge: ${server.url} needs credentials and none are set \\(HTTP 401\\): set the username/password or apiKey options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY`))]);
+    expect(errors).toEqual([expect.stringMatching(new RegExp(`^callbridge: ${server.url} needs credentials and no username is set \\(HTTP 401\\): set the username/password or apiKey options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY`))]);
     await provider.shutdown();
   });
 
@@ -277,6 +277,21 @@ describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
     await exporter.shutdown();
   });
 
+  it('reports a failing service at most once per interval, however failures and successes alternate', async () => {
+    // Every other request is refused with a 429 whose Retry-After is 0: each batch fails once, then gets through.
+    let seen = 0;
+    const { url } = await proxied(() => (seen++ % 2 === 0 ? { kind: 'status', status: 429, headers: { 'retry-after': '0' } } : { kind: 'proxy' }));
+    const warnings = captureWarnings();
+    const exporter = exporterFor(url, { deliveryThread: 'main', maxBatchItems: 2, concurrency: 1 });
+    const provider = providerFor(exporter);
+    emitSpans(provider, 20);
+    await flushAll(provider, exporter);
+    expect(exporter.stats()).toMatchObject({ delivered: 20 });
+    expect(exporter.stats().retried).toBeGreaterThanOrEqual(5);
+    expect(warnings.filter((line) => line.includes('did not take a batch'))).toHaveLength(1);
+    await exporter.shutdown();
+  });
+
   it('reports drops when a flush is done, not only at the next interval', async () => {
     const warnings = captureWarnings();
     // Room for about one span: the rest of the burst is dropped as queue_full.
@@ -287,7 +302,14 @@ describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
     const dropped = exporter.stats().dropped.queue_full;
     expect(dropped).toBeGreaterThan(0);
     expect(warnings).toEqual([expect.stringMatching(new RegExp(`^callbridge: dropped spans: queue_full=${dropped}\\b`))]);
+    // More drops and another flush within the interval: no second report yet (an app that flushes
+    // per request must not log per request); shutdown reports what is left.
+    emitSpans(provider, 20);
+    await exporter.forceFlush();
+    expect(exporter.stats().dropped.queue_full).toBeGreaterThan(dropped);
+    expect(warnings).toHaveLength(1);
     await exporter.shutdown();
+    expect(warnings).toEqual([warnings[0], expect.stringMatching(/^callbridge: dropped spans: queue_full=\d+/)]);
   });
 
   it('rejects bad options at construction with InvalidOptionError', () => {

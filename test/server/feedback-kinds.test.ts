@@ -129,6 +129,20 @@ describe('annotation feedback', () => {
     expect(count()).toBe(0);
   });
 
+  it("keeps each spec's schema to itself: an $id is not shared across specs or projects", () => {
+    const secret = { $id: 'https://example.test/labels', type: 'string', enum: ['internal-a', 'internal-b'] };
+    const ref = annotationSpec('labels', secret);
+    expect(create({ feedback_type: 'wandb.annotation.labels', annotation_ref: ref, payload: { value: 'internal-a' } }).id).toBeTruthy();
+    // The same $id again, in a new version and in another project's spec, compiles on its own.
+    const again = annotationSpec('labels', { ...secret, enum: ['internal-a', 'internal-b', 'internal-c'] });
+    expect(create({ feedback_type: 'wandb.annotation.labels', annotation_ref: again, payload: { value: 'internal-c' } }).id).toBeTruthy();
+    const { digest } = objects.create({ projectId: 'acme/other', objectId: 'labels', val: { field_schema: { ...secret, enum: ['x'] } }, wbUserId: 'dev' });
+    expect(feedback.create({ project_id: 'acme/other', weave_ref: 'weave:///acme/other/call/c', feedback_type: 'wandb.annotation.labels', annotation_ref: `weave:///acme/other/object/labels:${digest}`, payload: { value: 'x' } }, 'dev').id).toBeTruthy();
+    // A spec cannot reach another spec's schema through $ref.
+    const probe = annotationSpec('probe', { $ref: 'https://example.test/labels' });
+    expectRefused({ feedback_type: 'wandb.annotation.probe', annotation_ref: probe, payload: { value: 'internal-a' } }, /not a valid JSON Schema: can't resolve reference/);
+  });
+
   it('reads the spec from its own project only', () => {
     const { digest } = objects.create({ projectId: 'acme/other', objectId: 'score', val: { field_schema: {} }, wbUserId: 'dev' });
     expectRefused({ feedback_type: 'wandb.annotation.score', annotation_ref: `weave:///${PROJECT}/object/score:${digest}`, payload: { value: 1 } }, /not found/);

@@ -220,6 +220,20 @@ describe('capture: size caps', () => {
     expect(kept.length + removed).toBe(10_000);
   });
 
+  it('cuts many medium strings a little when together they are a little over, instead of giving up', () => {
+    const max = 256 * 1024;
+    const docs = Array.from({ length: 10 }, (_, i) => `${i}`.repeat(30_000));
+    const { json } = capture({ question: 'q', docs }, policy({ maxValueBytes: max }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(max);
+    const kept = JSON.parse(json) as { question: string; docs: string[] };
+    expect(kept.question).toBe('q');
+    expect(kept.docs).toHaveLength(10);
+    for (const doc of kept.docs) expect(cutParts(doc).kept.length).toBeGreaterThan(20_000);
+    // A short multi-byte string just over a small budget is cut, not replaced by the fallback marker.
+    const emoji = capture('😀'.repeat(27), policy({ maxValueBytes: 100 })).value;
+    expect(String(emoji)).toMatch(/^(😀)+…\[truncated \d+ chars\]$/u);
+  });
+
   it('counts from the original string when a later pass cuts it again', () => {
     // Two long strings and a long list: the passes cut the strings more than once.
     const value = { a: 'x'.repeat(50_000), b: '漢'.repeat(40_000), list: Array.from({ length: 5000 }, (_, i) => i) };

@@ -212,6 +212,26 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
     });
   });
 
+  it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
+    await withUnavailableService(async (url) => {
+      const run = await runScript(
+        'shutdown-while-down.mjs',
+        `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/down', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: 'main' });
+trace(function hello(x) { return x + 1; })(1);
+await tracing.shutdown();
+console.log(JSON.stringify(tracing.exporter.stats()));
+`,
+        url,
+      );
+      // The process used to end during the backoff, with shutdown() never returning (exit code 13:
+      // a top-level await left unsettled) and the span not counted.
+      expect(run.code).toBe(0);
+      expect(lastLine(run.output)).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
+    });
+  });
+
   it('does not hold the process for the retries of a flush left waiting (worker thread), and still counts the span', async () => {
     await withUnavailableService(async (url) => {
       // The flush is started and not awaited: the script ends while it waits out a minute's backoff.

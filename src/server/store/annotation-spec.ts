@@ -7,7 +7,11 @@
  * `jsonschema.validate`, which the service calls, the dialect is the schema's `$schema` (2020-12
  * when it has none); `format` is an annotation only (Python's default); keywords a dialect does not
  * know are ignored; a schema that is itself invalid is refused. Ajv compiles each schema to a
- * function once: compiled schemas are kept per spec version (a version's value never changes).
+ * function once: the outcome (function or refusal) is kept per spec version (a version's value
+ * never changes). Each compile gets an Ajv instance of its own (~14 ms, once per version): Ajv
+ * registers every schema it compiles by its `$id` and keeps it, so a shared instance would let one
+ * project's spec `$ref` another project's, refuse a second spec with the same `$id`, and grow
+ * without bound.
  *
  * Ajv treats a schema like code it was given: a spec is written by someone with write access to
  * the project, and its `pattern` regexes run as written, so a catastrophic pattern slows that
@@ -43,8 +47,8 @@ const DIALECTS: ReadonlyMap<string, Dialect> = new Map(
   ),
 );
 
-const validators = new Map<Dialect, Ajv>();
-const compiled = new Map<string, ValidateFunction>();
+/** Per spec version: its compiled schema, or why it cannot be compiled (asked again, answered the same). */
+const compiled = new Map<string, ValidateFunction | BadRequestError>();
 
 /**
  * Check `value` against the `field_schema` of `spec` (the stored value of the annotation spec
@@ -61,41 +65,36 @@ export function checkAnnotationValue(spec: unknown, specKey: string, value: unkn
 }
 
 function compiledSchema(spec: unknown, specKey: string): ValidateFunction {
-  const known = compiled.get(specKey);
-  if (known !== undefined) return known;
-  const schema = isRecord(spec) ? (spec.field_schema ?? {}) : undefined;
-  if (!isRecord(schema)) {
-    throw new BadRequestError('annotation_ref must point to an annotation spec: an object whose field_schema is a JSON Schema object');
+  let outcome = compiled.get(specKey);
+  if (outcome === undefined) {
+    outcome = compile(spec);
+    if (compiled.size >= MAX_COMPILED_SPECS) compiled.delete(compiled.keys().next().value!);
+    compiled.set(specKey, outcome);
   }
-  let validate: ValidateFunction;
-  try {
-    validate = validatorFor(schema).compile(schema);
-  } catch (error) {
-    if (error instanceof BadRequestError) throw error;
-    // Ajv compiles recursively: a schema nested hundreds deep overflows the stack.
-    if (error instanceof RangeError) throw new BadRequestError("The annotation spec's field_schema is nested too deeply to compile");
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${reason}`);
-  }
-  if (compiled.size >= MAX_COMPILED_SPECS) compiled.delete(compiled.keys().next().value!);
-  compiled.set(specKey, validate);
-  return validate;
+  if (outcome instanceof BadRequestError) throw outcome;
+  return outcome;
 }
 
-function validatorFor(schema: Record<string, unknown>): Ajv {
+function compile(spec: unknown): ValidateFunction | BadRequestError {
+  const schema = isRecord(spec) ? (spec.field_schema ?? {}) : undefined;
+  if (!isRecord(schema)) {
+    return new BadRequestError('annotation_ref must point to an annotation spec: an object whose field_schema is a JSON Schema object');
+  }
   const declared = schema.$schema;
   const dialect = declared === undefined ? '2020-12' : DIALECTS.get(String(declared));
   if (dialect === undefined) {
-    throw new BadRequestError(
+    return new BadRequestError(
       `The annotation spec's field_schema declares $schema ${quote(declared)}; this server validates JSON Schema 2020-12, 2019-09 and draft-07`,
     );
   }
-  let ajv = validators.get(dialect);
-  if (ajv === undefined) {
-    ajv = newValidator(dialect);
-    validators.set(dialect, ajv);
+  try {
+    return newValidator(dialect).compile(schema);
+  } catch (error) {
+    // Ajv compiles recursively: a schema nested hundreds deep overflows the stack.
+    if (error instanceof RangeError) return new BadRequestError("The annotation spec's field_schema is nested too deeply to compile");
+    const reason = error instanceof Error ? error.message : String(error);
+    return new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${reason}`);
   }
-  return ajv;
 }
 
 function newValidator(dialect: Dialect): Ajv {
