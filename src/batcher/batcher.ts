@@ -580,10 +580,13 @@ class QueueBatcher<T> implements Batcher<T> {
             this.#switchToCompleteMode();
             continue;
           }
-          // 400/422 may be about some items: halves find them (SPEC §4.7). Another 4xx is about
-          // the request (a wrong path answers 404 to every half): the batch goes as one.
-          if (batch.length > 1 && ITEM_REJECTION_STATUSES.has(outcome.status)) return this.#deliverHalves(batch, startedAt);
-          if (!ITEM_REJECTION_STATUSES.has(outcome.status)) this.#reportRequestRejectedOnce(mode, outcome);
+          // Another 4xx is about the request (a wrong path answers 404 to every half): the batch
+          // goes as one. 400/422 may be about some items: halves find them (SPEC §4.7).
+          if (!ITEM_REJECTION_STATUSES.has(outcome.status)) {
+            this.#reportRequestRejectedOnce(mode, outcome);
+          } else if (batch.length > 1) {
+            return this.#deliverHalves(batch, startedAt);
+          }
           return this.#settle(batch, 'rejected', outcome.reason);
       }
     }

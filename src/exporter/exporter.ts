@@ -17,6 +17,9 @@ import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
+/** Longest the exit flush holds the process, after its deadline, while the exporter gives up. */
+const EXIT_SHUTDOWN_HOLD_MS = 5000;
+
 /**
  * The flush `register()` runs on `beforeExit`: `flush()` (which ends by flushing `exporter`),
  * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
@@ -24,11 +27,10 @@ import { findWorkerScript } from './worker-script.js';
  * alive, and it would exit with the spans neither delivered nor counted. So this holds a ref'd timer
  * for `shutdownTimeoutMs` while the flush runs; when it fires, the exporter is shut down at once:
  * whatever is still unsettled is dropped as `shutdown` (counted in `stats()`, reported through
- * `diag`), and the process may exit. Never rejects when `flush` does not.
+ * `diag`), and the process may exit. `flush` may end before the spans are settled (the SDK ends a
+ * provider's flush at its own timeout), so the batcher's own flush is awaited too, under the same
+ * deadline. Never rejects when `flush` does not.
  */
-/** Longest the exit flush holds the process, after its deadline, while the exporter gives up. */
-const EXIT_SHUTDOWN_HOLD_MS = 5000;
-
 // Assigned by CallbridgeExporter's static block, which can reach its private fields.
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 

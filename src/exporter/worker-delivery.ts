@@ -14,10 +14,10 @@
  *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`).
  * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
  *   on an idle core here (undici is half of it), longer while the application keeps the cores
- *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit flush of `register()`
- *   (`settleForExit`) and a shutdown do not wait: they deliver what waits on this thread, so a
- *   short script ends as soon as on the main thread instead of ~240 ms later. A worker never
- *   ready counts as one that cannot start.
+ *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit
+ *   flush of `register()` (`settleForExit`) and a shutdown do not wait: they deliver what waits
+ *   on this thread, so a short script ends as soon as on the main thread instead of ~240 ms
+ *   later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush (for at most `shutdownTimeoutMs`) or a
  *   shutdown waits for it, so it keeps the process alive about as long as main-thread delivery

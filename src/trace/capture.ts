@@ -336,7 +336,7 @@ function shrink(data: unknown, limits: Limits, depth: number, cuts: Cuts): unkno
   return out;
 }
 
-/** Length of the longest string in plain JSON data (keys included: they count in the text too). */
+/** Length of the longest string value in plain JSON data (keys are never cut, so not counted). */
 function longestString(data: unknown, depth: number): number {
   if (typeof data === 'string') return data.length;
   if (data === null || typeof data !== 'object' || depth > FIRST_DEPTH) return 0;
@@ -346,7 +346,7 @@ function longestString(data: unknown, depth: number): number {
     return longest;
   }
   for (const key of Object.keys(data)) {
-    longest = Math.max(longest, key.length, longestString((data as Record<string, unknown>)[key], depth + 1));
+    longest = Math.max(longest, longestString((data as Record<string, unknown>)[key], depth + 1));
   }
   return longest;
 }
