@@ -21,7 +21,7 @@ import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker } from './work
 const port = parentPort;
 if (port === null) throw new Error('callbridge: export-worker must be started as a worker thread');
 
-const { options, statsIntervalMs } = workerData as DeliveryWorkerData;
+const { options, statsIntervalMs, reports } = workerData as DeliveryWorkerData;
 
 diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
 lowerThisThreadPriority();
@@ -71,7 +71,7 @@ function answer(id: number): void {
 }
 
 function post(message: FromWorker): void {
-  port!.postMessage(message);
+  reports.postMessage(message);
 }
 
 function statsSignature(stats: DeliveryStats): string {

@@ -11,7 +11,9 @@
  *   If the worker stops unexpectedly, the spans it had not acknowledged are delivered on this
  *   thread instead (see `#fallBack`), and the ones it held are counted as `shutdown` drops.
  * - No stall in `span.end()`: `add()` only measures and queues; the copy is made later (from a
- *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`).
+ *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`). Only when
+ *   the event loop has not turned for `STARVED_LOOP_MS` does `add()` post a message itself, after
+ *   reading the worker's reports synchronously from their own channel (`#postFromStarvedLoop`).
  * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
  *   on an idle core here (undici is half of it), longer while the application keeps the cores
  *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit
@@ -23,7 +25,7 @@
  *   shutdown waits for it, so it keeps the process alive about as long as main-thread delivery
  *   would, whose requests hold the process and whose backoffs do not (`#refWhileWaited`).
  */
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { settleWithin, type Batcher } from '../batcher/batcher.js';
@@ -31,7 +33,7 @@ import { DROP_REASONS, DropReporter, zeroDrops, type DeliveryStats, type DropRea
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
-import type { FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
+import type { DeliveryWorkerData, FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
 
 /**
  * Spans per message. A message is copied in one piece (the structured clone), so its size is how
@@ -55,6 +57,15 @@ const POST_SLICE_BUDGET_MS = 0.05;
  * the wait is nothing next to the batch interval (`flushIntervalMs`).
  */
 const POST_DELAY_MS = 5;
+/**
+ * How long a posting slice may wait for the event loop before `span.end()` posts by itself. A
+ * producer that never lets the loop turn (a loop of awaits that do no I/O: an evaluation over a
+ * dataset with a CPU-bound scorer) would otherwise fill `maxQueueBytes` here with nothing posted
+ * and no acknowledgement read, and drop the rest. Far above a turn of a loop that does turn (the
+ * burst benchmark yields every 100 spans, ~1 ms), so only a starved loop pays for posting inside
+ * `span.end()`: one message of `MAX_SPANS_PER_MESSAGE` spans per as many spans, ~50-70 µs.
+ */
+const STARVED_LOOP_MS = 20;
 /** How often the worker reports its counters while they change (`stats()` lags by at most this). */
 export const WORKER_STATS_INTERVAL_MS = 25;
 /** After a shutdown's own timeout, how long the worker may take to answer before it is stopped. */
@@ -128,7 +139,12 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #outboxHead = 0;
   #outboxTotalBytes = 0;
   #postScheduled = false;
+  /** When the pending posting slice was scheduled (`performance.now()`), and spans added since. */
+  #postScheduledAt = 0;
+  #addsWhileScheduled = 0;
   #postTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The worker's reports (`DeliveryWorkerData.reports`), this thread's end. */
+  #reports: MessagePort | undefined;
 
   readonly #inTransit: InTransit[] = [];
   #inTransitBytes = 0;
@@ -169,6 +185,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     } catch {
       // A span we cannot even measure is charged as a full batch: bounded, never unbounded.
       bytes = this.#options.maxBatchBytes;
+    }
+    // Once per message's worth of spans while a slice is due, a look at whether it ever ran.
+    if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
+      if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
     }
     if (this.#heldBytes() + bytes > this.#options.maxQueueBytes) {
       this.#dropLocally('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
@@ -302,7 +322,28 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #postSoon(): void {
     if (this.#postScheduled) return;
     this.#postScheduled = true;
+    this.#postScheduledAt = performance.now();
+    this.#addsWhileScheduled = 0;
     setImmediate(this.#postSlice);
+  }
+
+  /**
+   * The event loop has not turned for `STARVED_LOOP_MS`: read what the worker reported (its
+   * acknowledgements free room under `maxQueueBytes`) and post one message from here.
+   */
+  #postFromStarvedLoop(): void {
+    if (!this.#workerReady || this.#worker === undefined) return;
+    this.#readReports();
+    if (this.#worker !== undefined && !this.#fellBack && this.#outboxCount() > 0) this.#postMessageOfSpans();
+  }
+
+  /** Handle the worker's reports waiting on the channel now, without waiting for the event loop. */
+  #readReports(): void {
+    const reports = this.#reports;
+    if (reports === undefined) return;
+    for (let report = receiveMessageOnPort(reports); report !== undefined; report = receiveMessageOnPort(reports)) {
+      this.#onMessage(report.message as FromWorker);
+    }
   }
 
   #flushWorker(): Promise<void> {
@@ -427,25 +468,35 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#worker !== undefined) return true;
     if (this.#fellBack) return false;
     let worker: Worker;
+    const { port1: reports, port2: workerEnd } = new MessageChannel();
     try {
+      const workerData: DeliveryWorkerData = { options: this.#options, statsIntervalMs: WORKER_STATS_INTERVAL_MS, reports: workerEnd };
       worker = new Worker(this.#workerScript, {
-        workerData: { options: this.#options, statsIntervalMs: WORKER_STATS_INTERVAL_MS },
+        workerData,
+        transferList: [workerEnd],
         resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       });
     } catch (error) {
+      reports.close();
       this.#fallBack(`it could not start: ${describeError(error)}`);
       return false;
     }
-    worker.on('message', (message: FromWorker) => this.#onMessage(message));
+    reports.on('message', (message: FromWorker) => this.#onMessage(message));
+    // After the listener (which refs it): the worker's own ref, not its channel's, keeps the process.
+    reports.unref();
+    this.#reports = reports;
     worker.on('error', (error) => {
       this.#workerError = error;
     });
     worker.on('exit', (code) => {
+      // What it reported before it stopped comes first (the channel is not ordered with 'exit').
+      if (this.#reports === reports) this.#readReports();
+      reports.close();
+      if (this.#reports === reports) this.#reports = undefined;
       if (this.#terminating) return;
       const cause = this.#workerError === undefined ? `exit code ${code}` : describeError(this.#workerError);
       this.#fallBack(`it stopped: ${cause}`);
     });
-    // After the listeners: adding a 'message' listener refs the worker's port again.
     worker.unref();
     this.#worker = worker;
     setTimeout(() => {

@@ -6,6 +6,7 @@
  * Order matters and is guaranteed by the message port: a `flush` is handled after every `spans`
  * message posted before it, which is how `forceFlush()` covers the spans in transit.
  */
+import type { MessagePort } from 'node:worker_threads';
 import type { DeliveryStats } from '../batcher/index.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import type { SpanTransfer } from './span-transfer.js';
@@ -15,6 +16,12 @@ export interface DeliveryWorkerData {
   readonly options: ResolvedExporterOptions;
   /** How often the worker reports its counters while they change. */
   readonly statsIntervalMs: number;
+  /**
+   * Where the worker posts every `FromWorker` message. A channel of its own, not the worker's
+   * `parentPort`, so the application's thread can also read it synchronously
+   * (`receiveMessageOnPort`) when its event loop does not turn.
+   */
+  readonly reports: MessagePort;
 }
 
 /** Application thread -> worker. */
