@@ -17,9 +17,6 @@ import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
-/** Longest the exit flush holds the process, after its deadline, while the exporter gives up. */
-const EXIT_SHUTDOWN_HOLD_MS = 5000;
-
 /**
  * The flush `register()` runs on `beforeExit`: `flush()` (which ends by flushing `exporter`),
  * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
@@ -70,16 +67,10 @@ export class CallbridgeExporter implements SpanExporter {
         // batcher's own flush follows, and the deadline bounds both.
         const settled = await Promise.race([flush().then(() => batcher.forceFlush()).then(() => true), outOfTime]);
         if (!settled) {
+          // The shutdown holds the process while it gives up (its own bounded wait, and the
+          // worker's answer), so what is left is counted before the process ends.
           exporter.#shutDown = true;
-          // Giving up takes a few ms (a worker's answer at most WORKER_SHUTDOWN_GRACE_MS), but once
-          // the deadline and the SDK's own flush timer have fired nothing else may hold the
-          // process: it would exit halfway, with the spans neither delivered nor counted.
-          const hold = setTimeout(() => {}, EXIT_SHUTDOWN_HOLD_MS);
-          try {
-            await batcher.shutdown(0);
-          } finally {
-            clearTimeout(hold);
-          }
+          await batcher.shutdown(0);
         }
       } finally {
         clearTimeout(deadline);

@@ -499,9 +499,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     });
     worker.on('exit', (code) => {
       // What it reported before it stopped comes first (the channel is not ordered with 'exit').
-      if (this.#reports === reports) this.#readReports();
+      if (this.#reports === reports) {
+        this.#readReports();
+        this.#reports = undefined;
+      }
       reports.close();
-      if (this.#reports === reports) this.#reports = undefined;
       if (this.#terminating) return;
       const cause = this.#workerError === undefined ? `exit code ${code}` : describeError(this.#workerError);
       this.#fallBack(`it stopped: ${cause}`);
