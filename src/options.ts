@@ -67,6 +67,16 @@ export interface DeliveryOptions {
    */
   readonly maxQueueBytes?: number;
   /**
+   * Back-pressure: when spans are made faster than they are delivered, how long one turn of the
+   * application's event loop may give to delivery so that the queue drains instead of
+   * overflowing. It applies while more than a quarter of `maxQueueBytes` is held and the service
+   * is taking batches (not while retrying): main-thread delivery then maps in slices of up to this
+   * long instead of 0.25 ms, and worker delivery waits up to this long for the worker to make
+   * room. `span.end()` itself never waits. 0: never; spans past `maxQueueBytes` are dropped.
+   * @default 5
+   */
+  readonly backpressureMs?: number;
+  /**
    * Most requests in flight at once.
    * @default 4
    */
@@ -116,10 +126,14 @@ export const DEFAULTS = {
   maxBatchBytes: 10 * MiB,
   flushIntervalMs: 1000,
   maxQueueBytes: 64 * MiB,
+  backpressureMs: 5,
   concurrency: 4,
   maxRetryMs: 5 * 60_000,
   shutdownTimeoutMs: 30_000,
 } as const;
+
+/** The most `backpressureMs` may be: a turn of the event loop longer than a second is an outage. */
+export const MAX_BACKPRESSURE_MS = 1000;
 
 /** The service's default body limit is 32 MiB; keep one MiB of headroom for the envelope. */
 export const MAX_BATCH_BYTES_LIMIT = 31 * MiB;
@@ -192,6 +206,7 @@ export function resolveDelivery(options: DeliveryOptions = {}): ResolvedDelivery
     maxBatchBytes,
     flushIntervalMs: nonNegativeInteger('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs),
     maxQueueBytes,
+    backpressureMs: boundedInteger('backpressureMs', options.backpressureMs, DEFAULTS.backpressureMs, MAX_BACKPRESSURE_MS),
     concurrency: positiveInteger('concurrency', options.concurrency, DEFAULTS.concurrency),
     maxRetryMs: nonNegativeInteger('maxRetryMs', options.maxRetryMs, DEFAULTS.maxRetryMs),
     shutdownTimeoutMs: nonNegativeInteger('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs),
@@ -226,5 +241,11 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 function nonNegativeInteger(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < 0) throw new InvalidOptionError(name, 'an integer >= 0', value);
+  return value;
+}
+
+function boundedInteger(name: string, value: number | undefined, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0 || value > max) throw new InvalidOptionError(name, `an integer from 0 to ${max}`, value);
   return value;
 }

@@ -4,6 +4,7 @@ import {
   DEFAULT_BASE_URL,
   DEFAULTS,
   MAX_BATCH_BYTES_LIMIT,
+  MAX_BACKPRESSURE_MS,
   resolveConnection,
   resolveDelivery,
   resolveExporterOptions,
@@ -67,6 +68,7 @@ describe('resolveDelivery', () => {
       maxBatchBytes: 10 * 1024 * 1024,
       flushIntervalMs: 1000,
       maxQueueBytes: 64 * 1024 * 1024,
+      backpressureMs: 5,
       concurrency: 4,
       maxRetryMs: 300_000,
       shutdownTimeoutMs: 30_000,
@@ -83,6 +85,14 @@ describe('resolveDelivery', () => {
     expect(() => resolveDelivery({ concurrency: 0 })).toThrow(/concurrency/);
     expect(() => resolveDelivery({ maxBatchItems: 0 })).toThrow(/maxBatchItems/);
     expect(() => resolveDelivery({ flushIntervalMs: -5 })).toThrow(/flushIntervalMs.*-5/);
+  });
+
+  it('takes backpressureMs from 0 (never wait) to MAX_BACKPRESSURE_MS, whole milliseconds only', () => {
+    expect(resolveDelivery({ backpressureMs: 0 }).backpressureMs).toBe(0);
+    expect(resolveDelivery({ backpressureMs: MAX_BACKPRESSURE_MS }).backpressureMs).toBe(MAX_BACKPRESSURE_MS);
+    for (const bad of [-1, 2.5, MAX_BACKPRESSURE_MS + 1, Number.NaN, Number.POSITIVE_INFINITY, '5' as unknown as number]) {
+      expect(() => resolveDelivery({ backpressureMs: bad })).toThrow(/backpressureMs.*an integer from 0 to 1000/);
+    }
   });
 });
 

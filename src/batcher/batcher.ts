@@ -20,7 +20,7 @@ import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
 import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
-import { DROP_REPORT_INTERVAL_MS, DropReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
+import { DROP_REPORT_INTERVAL_MS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
 import { suppressTracing } from './suppress-tracing.js';
 import { truncateLargestStrings } from './truncate.js';
 
@@ -58,6 +58,12 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
   readonly random?: () => number;
   /** How often drops are reported through `diag`. @default DROP_REPORT_INTERVAL_MS */
   readonly dropReportIntervalMs?: number;
+  /**
+   * Called after a batch's records are settled (delivered or dropped), once their bytes no longer
+   * count against `maxQueueBytes`. The delivery worker reports its counters from here, so that
+   * the application's thread, waiting for room (`backpressureMs`), learns of it at once.
+   */
+  readonly onBatchSettled?: () => void;
 }
 
 /** The batcher as the exporter sees it. */
@@ -77,6 +83,11 @@ export interface Batcher<T> {
    */
   shutdown(timeoutMs?: number): Promise<void>;
   stats(): DeliveryStats;
+  /**
+   * A request failed with a retryable error and none has succeeded since: the service is not
+   * taking batches now, so waiting for room (`backpressureMs`) would only stall the application.
+   */
+  isRetrying(): boolean;
   /**
    * The process is about to exit: records waiting for a delivery thread that is still loading go
    * out on this thread instead (waiting for it to load costs more than their delivery). A flush
@@ -126,6 +137,22 @@ const ABORT_GRACE_MS = 1000;
  * traced request arriving meanwhile waits at most about a quarter of a millisecond.
  */
 export const SLICE_BUDGET_MS = 0.25;
+
+/**
+ * The share of `maxQueueBytes` held from which back-pressure applies (`backpressureMs`). Low
+ * enough that a burst is slowed long before anything is dropped, and far above what steady
+ * delivery holds: at 20 k spans/s of the benchmark's spans (~2.5 KB each) a quarter of the
+ * default 64 MiB is ~0.3 s of spans, where a healthy queue holds a few batches (~25 ms each).
+ * Measured in the 200 k-span burst (2026-11-24): with a quarter, half or 0.8 of the bound, 0 spans
+ * lost each time and the same spans/s; the peak RSS is lower with a quarter (230-235 MB against
+ * 258-309 MB).
+ */
+export const BACKPRESSURE_SHARE = 0.25;
+
+/** Whether `heldBytes` is past the share of `maxQueueBytes` where back-pressure applies. */
+export function pastBackpressureMark(heldBytes: number, maxQueueBytes: number): boolean {
+  return heldBytes >= maxQueueBytes * BACKPRESSURE_SHARE;
+}
 
 type Mode = 'upsert' | 'complete';
 
@@ -177,7 +204,7 @@ class QueueBatcher<T> implements Batcher<T> {
   readonly #random: () => number;
   readonly #completePath: string;
   readonly #sendSlots: PQueue;
-  readonly #reporter: DropReporter;
+  readonly #reporter: DeliveryReporter;
   readonly #abort = new AbortController();
 
   /**
@@ -225,7 +252,7 @@ class QueueBatcher<T> implements Batcher<T> {
     const [entity = '', project = ''] = options.projectId.split('/');
     this.#completePath = `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
     this.#sendSlots = new PQueue({ concurrency: options.concurrency });
-    this.#reporter = new DropReporter(options.dropReportIntervalMs);
+    this.#reporter = new DeliveryReporter(options.dropReportIntervalMs);
   }
 
   add(record: T): boolean {
@@ -297,6 +324,10 @@ class QueueBatcher<T> implements Batcher<T> {
     };
   }
 
+  isRetrying(): boolean {
+    return this.#lastRetryReason !== undefined;
+  }
+
   // ---- scheduling -------------------------------------------------------------------------
 
   #pendingCount(): number {
@@ -340,11 +371,35 @@ class QueueBatcher<T> implements Batcher<T> {
   readonly #startSendTask = (): void => {
     this.#pumpScheduled = false;
     if (this.#waitingTasks > 0 || this.#building || !this.#isDue()) return;
+    this.#queueSendTask(new TimeSlicer(this.#sliceBudgetMs, this.#onBackpressure));
+  };
+
+  /** Queue a send task that builds its batch in `slicer`'s slices (p-queue starts it when a slot is free). */
+  #queueSendTask(slicer: TimeSlicer): void {
     this.#waitingTasks += 1;
-    this.#sendSlots.add(() => this.#runSendTask()).catch((error: unknown) => {
+    this.#sendSlots.add(() => this.#runSendTask(slicer)).catch((error: unknown) => {
       diag.error(`callbridge: internal error in a send task: ${describeError(error)}`);
     });
-  };
+  }
+
+  /**
+   * After a batch is taken, the next one: from the next turn of the event loop (`#pump`), or under
+   * back-pressure, when a send slot is free and the slice has time left, now, in the same slice.
+   * One batch per turn would otherwise cap what a turn drains at `maxBatchItems` records, however
+   * long the slice may be. (p-queue starts a task inside `add()` when a slot is free: this runs
+   * from a send task, never from the application's `span.end()`.)
+   */
+  #takeNextBatch(slicer: TimeSlicer): void {
+    const sameSlice =
+      !slicer.spent() &&
+      slicer.pressed &&
+      !this.#pumpScheduled &&
+      this.#waitingTasks === 0 &&
+      this.#sendSlots.pending < this.#options.concurrency &&
+      this.#isDue();
+    if (sameSlice) this.#queueSendTask(slicer);
+    else this.#pump();
+  }
 
   #startFlushTimer(): void {
     this.#flushTimer = setTimeout(() => {
@@ -355,7 +410,7 @@ class QueueBatcher<T> implements Batcher<T> {
     this.#flushTimer.unref?.();
   }
 
-  async #runSendTask(): Promise<void> {
+  async #runSendTask(slicer: TimeSlicer): Promise<void> {
     this.#waitingTasks -= 1;
     // Another task may have taken what made this one due; then wait for the timer or the next add.
     if (!this.#isDue()) return;
@@ -365,10 +420,10 @@ class QueueBatcher<T> implements Batcher<T> {
     try {
       this.#building = true;
       try {
-        await this.#takeBatch(batch);
+        await this.#takeBatch(batch, slicer);
       } finally {
         this.#building = false;
-        this.#pump();
+        this.#takeNextBatch(slicer);
       }
       if (batch.length > 0) await this.#deliver(batch, Date.now());
     } catch (error) {
@@ -386,9 +441,8 @@ class QueueBatcher<T> implements Batcher<T> {
    * time slices. Records added meanwhile join the tail of the queue; a shutdown timeout meanwhile
    * empties the queue, which ends the loop.
    */
-  async #takeBatch(batch: Array<Entry<T>>): Promise<void> {
+  async #takeBatch(batch: Array<Entry<T>>, slicer: TimeSlicer): Promise<void> {
     const { maxBatchItems, maxBatchBytes } = this.#options;
-    const slicer = new TimeSlicer();
     let items = 0;
     let bytes = ENVELOPE_BYTES;
     while (this.#pendingCount() > 0) {
@@ -417,11 +471,41 @@ class QueueBatcher<T> implements Batcher<T> {
       items += entry.items;
       bytes += entryBytes;
     }
+    if (slicer.pressed) this.#serialiseAhead(slicer);
+    slicer.reportOvertime();
     if (this.#pendingCount() === 0) {
       // Everything queued is on its way: the interval starts again with the next record.
       this.#timerDue = false;
       if (this.#flushTimer !== undefined) clearTimeout(this.#flushTimer);
       this.#flushTimer = undefined;
+    }
+  }
+
+  /** Time a slice ran past `SLICE_BUDGET_MS` under back-pressure, for the periodic report. */
+  readonly #onBackpressure = (ms: number): void => this.#reporter.recordBackpressure(ms);
+
+  /**
+   * How long a slice of batch building may run: `SLICE_BUDGET_MS`, or under back-pressure (spans
+   * come faster than they are delivered while the service takes them) `backpressureMs`, so that
+   * on the application's thread the producer gets fewer turns and the queue drains instead of
+   * overflowing. Asked at every check: the pressure ends as soon as the queue falls below the mark.
+   */
+  readonly #sliceBudgetMs = (): number => {
+    const { backpressureMs, maxQueueBytes } = this.#options;
+    const pressed = !this.#closing && !this.isRetrying() && pastBackpressureMark(this.#heldBytes, maxQueueBytes);
+    return pressed ? Math.max(SLICE_BUDGET_MS, backpressureMs) : SLICE_BUDGET_MS;
+  };
+
+  /**
+   * Under back-pressure, once the batch is full: serialise the records that follow it while the
+   * slice lasts. They keep their place in the queue and are serialised once, as always (their
+   * batch then takes them as they are); what a turn of the event loop drains is then bounded by
+   * `backpressureMs`, not by the batch size: with small batches (`maxBatchItems`) or a producer
+   * that makes more spans per turn than a batch holds, the queue would otherwise still grow.
+   */
+  #serialiseAhead(slicer: TimeSlicer): void {
+    for (let index = this.#head; index < this.#pending.length && !slicer.spent(); index++) {
+      this.#serialise(this.#pending[index] as Entry<T>);
     }
   }
 
@@ -621,12 +705,13 @@ class QueueBatcher<T> implements Batcher<T> {
   async #reserialise(batch: Array<Entry<T>>): Promise<Array<Entry<T>>> {
     const mode = this.#mode;
     if (batch.every((entry) => entry.json !== undefined && entry.mode === mode)) return batch;
-    const slicer = new TimeSlicer();
+    const slicer = new TimeSlicer(this.#sliceBudgetMs, this.#onBackpressure);
     const kept: Array<Entry<T>> = [];
     for (const entry of batch) {
       if (slicer.spent()) await slicer.yield();
       if (this.#serialise(entry)) kept.push(entry);
     }
+    slicer.reportOvertime();
     return kept;
   }
 
@@ -739,6 +824,7 @@ class QueueBatcher<T> implements Batcher<T> {
       if (result !== 'delivered') dropped += 1;
     }
     if (result !== 'delivered') this.#reporter.record(result, dropped, detail);
+    this.#options.onBatchSettled?.();
   }
 
   /** Account one record as delivered or dropped; `detail` given means report this drop now. */
@@ -814,18 +900,53 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 }
 
-/** Cooperative time slicing: work until `SLICE_BUDGET_MS` is spent, then let the event loop run. */
+/**
+ * Cooperative time slicing: work until the budget is spent, then let the event loop run. A slice
+ * given more than `SLICE_BUDGET_MS` (back-pressure) reports how long it ran past that.
+ */
 class TimeSlicer {
+  readonly #budgetMs: () => number;
+  readonly #onOvertime: (ms: number) => void;
   #sliceStart = performance.now();
+  /** Up to when the slice's time past `SLICE_BUDGET_MS` has been reported. */
+  #reportedTo = this.#sliceStart + SLICE_BUDGET_MS;
+  /** The budget of the slice in progress, when last asked, was over `SLICE_BUDGET_MS`. */
+  #pressed = false;
+
+  /**
+   * @param budgetMs the length of a slice, asked again at every check
+   * @param onOvertime receives how long a slice with a longer budget ran past `SLICE_BUDGET_MS`
+   */
+  constructor(budgetMs: () => number, onOvertime: (ms: number) => void) {
+    this.#budgetMs = budgetMs;
+    this.#onOvertime = onOvertime;
+  }
+
+  /** Whether the slice in progress was given more than `SLICE_BUDGET_MS` when last asked. */
+  get pressed(): boolean {
+    return this.#pressed;
+  }
 
   spent(): boolean {
-    return performance.now() - this.#sliceStart >= SLICE_BUDGET_MS;
+    const budget = this.#budgetMs();
+    this.#pressed = budget > SLICE_BUDGET_MS;
+    return performance.now() - this.#sliceStart >= budget;
   }
 
   /** Continue in a later macrotask (after pending I/O and timers), with a fresh budget. */
   async yield(): Promise<void> {
+    this.reportOvertime();
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.#sliceStart = performance.now();
+    this.#reportedTo = this.#sliceStart + SLICE_BUDGET_MS;
+  }
+
+  /** Report the time a pressed slice has run past `SLICE_BUDGET_MS` so far (the rest is reported later). */
+  reportOvertime(): void {
+    const now = performance.now();
+    if (!this.#pressed || now <= this.#reportedTo) return;
+    this.#onOvertime(now - this.#reportedTo);
+    this.#reportedTo = now;
   }
 }
 

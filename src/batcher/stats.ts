@@ -1,7 +1,7 @@
 /**
- * What the batcher counts (SPEC §4.1) and how drops reach the operator: through the OTel `diag`
- * logger, summed over an interval, never once per span (a flood of log lines about a flood of
- * spans would harm the host twice).
+ * What the batcher counts (SPEC §4.1) and how drops, and the time back-pressure took, reach the
+ * operator: through the OTel `diag` logger, summed over an interval, never once per span (a flood
+ * of log lines about a flood of spans would harm the host twice).
  */
 import { diag } from '@opentelemetry/api';
 
@@ -44,16 +44,20 @@ export interface DeliveryStats {
   readonly dropped: Readonly<Record<DropReason, number>>;
 }
 
-/** How often accumulated drops are reported through `diag.warn`. */
+/** How often accumulated drops (and back-pressure) are reported through `diag`. */
 export const DROP_REPORT_INTERVAL_MS = 10_000;
 
 /**
- * Sums drops by reason and reports them through `diag.warn` at most once per interval. The timer
- * exists only while there is something to report, and is `unref()`ed.
+ * Sums drops by reason and reports them through `diag.warn` at most once per interval; in the
+ * same report, through `diag.info`, how long back-pressure held the application's event loop
+ * (`backpressureMs`), so that a producer slowed down by delivery can tell why. The timer exists
+ * only while there is something to report, and is `unref()`ed.
  */
-export class DropReporter {
+export class DeliveryReporter {
   readonly #pending = new Map<DropReason, number>();
   readonly #lastReason = new Map<DropReason, string>();
+  #backpressureMs = 0;
+  #backpressureSince: number | undefined;
   readonly #intervalMs: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
   /** When drops were last reported (`performance.now()`). */
@@ -68,10 +72,21 @@ export class DropReporter {
     if (count <= 0) return;
     this.#pending.set(reason, (this.#pending.get(reason) ?? 0) + count);
     if (detail !== undefined) this.#lastReason.set(reason, detail);
-    if (this.#timer === undefined) {
-      this.#timer = setTimeout(() => this.report(), this.#intervalMs);
-      this.#timer.unref?.();
-    }
+    this.#startTimer();
+  }
+
+  /** Note `ms` of the application's event loop given to delivery by back-pressure. */
+  recordBackpressure(ms: number): void {
+    if (!(ms > 0)) return;
+    this.#backpressureSince ??= performance.now();
+    this.#backpressureMs += ms;
+    this.#startTimer();
+  }
+
+  #startTimer(): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => this.report(), this.#intervalMs);
+    this.#timer.unref?.();
   }
 
   /**
@@ -88,8 +103,10 @@ export class DropReporter {
   report(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#pending.size === 0) return;
+    if (this.#pending.size === 0 && this.#backpressureSince === undefined) return;
     this.#reportedAt = performance.now();
+    this.#reportBackpressure();
+    if (this.#pending.size === 0) return;
     const parts: string[] = [];
     for (const reason of DROP_REASONS) {
       const count = this.#pending.get(reason);
@@ -100,5 +117,18 @@ export class DropReporter {
     this.#pending.clear();
     this.#lastReason.clear();
     diag.warn(`callbridge: dropped spans: ${parts.join(', ')}`);
+  }
+
+  #reportBackpressure(): void {
+    const since = this.#backpressureSince;
+    if (since === undefined) return;
+    const waited = Math.round(this.#backpressureMs);
+    const over = Math.max(1, Math.round((performance.now() - since) / 1000));
+    this.#backpressureMs = 0;
+    this.#backpressureSince = undefined;
+    diag.info(
+      `callbridge: spans were made faster than they could be delivered; the application's event loop ` +
+        `gave ${waited} ms to delivery over the last ${over} s to keep up (backpressureMs)`,
+    );
   }
 }

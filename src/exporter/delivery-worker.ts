@@ -21,15 +21,20 @@ import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker } from './work
 const port = parentPort;
 if (port === null) throw new Error('callbridge: export-worker must be started as a worker thread');
 
-const { options, statsIntervalMs, reports } = workerData as DeliveryWorkerData;
+const { options, statsIntervalMs, reports, reported } = workerData as DeliveryWorkerData;
 
 diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
 lowerThisThreadPriority();
 
 const batcher = createBatcher<SpanInput>({
   ...options,
+  // Back-pressure is the application thread's to apply (it waits for this worker's reports); here
+  // longer slices would only delay the messages that carry spans and acknowledgements.
+  backpressureMs: 0,
   transport: createTransport(options),
   codec: createSpanCodec(options.projectId),
+  // Room under maxQueueBytes was just freed: an application thread waiting for it learns at once.
+  onBatchSettled: report,
 });
 
 let ackSeq = 0;
@@ -58,25 +63,29 @@ post({ type: 'ready' });
 
 function report(): void {
   const stats = batcher.stats();
-  const signature = statsSignature(stats);
+  const retrying = batcher.isRetrying();
+  const signature = statsSignature(stats, retrying);
   if (signature === lastReported) return;
   lastReported = signature;
-  post({ type: 'stats', ackSeq, stats });
+  post({ type: 'stats', ackSeq, stats, retrying });
 }
 
 function answer(id: number): void {
   const stats = batcher.stats();
-  lastReported = statsSignature(stats);
-  post({ type: 'done', id, ackSeq, stats });
+  const retrying = batcher.isRetrying();
+  lastReported = statsSignature(stats, retrying);
+  post({ type: 'done', id, ackSeq, stats, retrying });
 }
 
 function post(message: FromWorker): void {
   reports.postMessage(message);
+  Atomics.add(reported, 0, 1);
+  Atomics.notify(reported, 0);
 }
 
-function statsSignature(stats: DeliveryStats): string {
+function statsSignature(stats: DeliveryStats, retrying: boolean): string {
   const d = stats.dropped;
-  return `${ackSeq} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+  return `${ackSeq} ${retrying} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
 }
 
 function forwardingLogger(): DiagLogger {

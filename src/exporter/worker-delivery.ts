@@ -14,6 +14,11 @@
  *   timer or `setImmediate`), one short message at a time (`MAX_SPANS_PER_MESSAGE`). Only when
  *   the event loop has not turned for `STARVED_LOOP_MS` does `add()` post a message itself, after
  *   reading the worker's reports synchronously from their own channel (`#postFromStarvedLoop`).
+ * - Back-pressure (`backpressureMs`): when spans come faster than the worker delivers them, a
+ *   posting slice sleeps until the worker makes room, for at most `backpressureMs` per slice
+ *   (`#waitForRoom`), instead of letting the queue reach `maxQueueBytes` and drop. The producer
+ *   is slowed to the rate of delivery, as `BatchSpanProcessor` slows it by serialising inside
+ *   `span.end()`, but in the event loop's own turns, never inside `span.end()`.
  * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
  *   on an idle core here (undici is half of it), longer while the application keeps the cores
  *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit
@@ -28,8 +33,8 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { settleWithin, type Batcher } from '../batcher/batcher.js';
-import { DROP_REASONS, DropReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
+import { pastBackpressureMark, settleWithin, type Batcher } from '../batcher/batcher.js';
+import { DROP_REASONS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
@@ -66,6 +71,13 @@ const POST_DELAY_MS = 5;
  * `span.end()`: once per `MAX_SPANS_PER_MESSAGE` spans, up to `STARVED_POST_MESSAGES` messages.
  */
 const STARVED_LOOP_MS = 20;
+/**
+ * Under back-pressure, how long the worker may settle nothing before the application stops
+ * waiting for it (`#waitForRoom`): longer than a batch's round trip to a distant service (a few
+ * hundred ms), short enough that a service that never answers stalls the application once, not
+ * until its requests time out (`requestTimeoutMs`, then retries: no waits while retrying).
+ */
+export const DELIVERY_STALLED_MS = 1000;
 /** Messages posted at most per look from a starved loop (see `#postFromStarvedLoop`). */
 const STARVED_POST_MESSAGES = 4;
 /** How often the worker reports its counters while they change (`stats()` lags by at most this). */
@@ -115,7 +127,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #workerScript: URL;
   readonly #createFallback: () => Batcher<ReadableSpan>;
   readonly #readyTimeoutMs: number;
-  readonly #reporter = new DropReporter();
+  readonly #reporter = new DeliveryReporter();
 
   #worker: Worker | undefined;
   /** The worker has loaded and listens: spans are posted to it only from then on. */
@@ -147,6 +159,14 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #postTimer: ReturnType<typeof setTimeout> | undefined;
   /** The worker's reports (`DeliveryWorkerData.reports`), this thread's end. */
   #reports: MessagePort | undefined;
+  /** Counts the worker's reports (`DeliveryWorkerData.reported`): what a wait for room sleeps on. */
+  #reported: Int32Array | undefined;
+  /**
+   * Spans the worker had settled (delivered or dropped) when last looked at, and since when
+   * (`performance.now()`) that number, or the absence of pressure, has held: see `#waitForRoom`.
+   */
+  #settledSeen = 0;
+  #movingSince = 0;
 
   readonly #inTransit: InTransit[] = [];
   #inTransitBytes = 0;
@@ -155,6 +175,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   /** The worker's counters as last reported. */
   #remote: DeliveryStats = NOTHING_YET;
+  /** Whether the worker's batcher was retrying when it last reported. */
+  #remoteRetrying = false;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
   readonly #localDrops = zeroDrops();
 
@@ -260,6 +282,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     };
   }
 
+  isRetrying(): boolean {
+    return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
+  }
+
   // ---- the application's side of the port ---------------------------------------------------
 
   #heldBytes(): number {
@@ -275,12 +301,59 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#postScheduled = false;
     clearTimeout(this.#postTimer);
     this.#postTimer = undefined;
-    if (this.#outboxCount() === 0 || !this.#ensureWorker() || !this.#workerReady) return;
-    const started = performance.now();
-    do this.#postMessageOfSpans();
-    while (this.#outboxCount() > 0 && performance.now() - started < POST_SLICE_BUDGET_MS);
-    if (this.#outboxCount() > 0) this.#postSoon();
+    if (this.#outboxCount() === 0 || !this.#ensureWorker()) return;
+    if (this.#workerReady) {
+      const started = performance.now();
+      do this.#postMessageOfSpans();
+      while (this.#outboxCount() > 0 && performance.now() - started < POST_SLICE_BUDGET_MS);
+    }
+    this.#waitForRoom();
+    // Before `ready` the worker's `ready` report schedules the next slice.
+    if (this.#workerReady && this.#outboxCount() > 0) this.#postSoon();
   };
+
+  /**
+   * Back-pressure: while more than `BACKPRESSURE_SHARE` of `maxQueueBytes` is held and the worker
+   * is delivering, sleep until its reports free enough room, for at most `backpressureMs`. What
+   * waits here is posted meanwhile. A retrying worker is not waited for; nor is one that has
+   * settled nothing for `DELIVERY_STALLED_MS` while under pressure (a service that takes requests
+   * and does not answer), so such a service costs the application that long once, not until the
+   * requests time out.
+   */
+  #waitForRoom(): void {
+    const reported = this.#reported;
+    const { backpressureMs } = this.#options;
+    if (reported === undefined || backpressureMs === 0 || !this.#mayWaitForRoom()) return;
+    const started = performance.now();
+    const deadline = started + backpressureMs;
+    for (;;) {
+      const seen = Atomics.load(reported, 0);
+      this.#readReports();
+      if (this.#workerReady && this.#worker !== undefined && !this.#fellBack) this.#postAll();
+      if (!this.#mayWaitForRoom()) break;
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      Atomics.wait(reported, 0, seen, left);
+    }
+    this.#reporter.recordBackpressure(performance.now() - started);
+  }
+
+  #mayWaitForRoom(): boolean {
+    // A worker still loading is waited for too: in a burst the producer would otherwise fill the
+    // bound in the ~150 ms the worker takes to load, and drop the rest.
+    if (this.#worker === undefined || this.#fellBack || this.#closing || this.#exiting || this.isRetrying()) return false;
+    const now = performance.now();
+    const settled = settledCount(this.#remote);
+    if (!pastBackpressureMark(this.#heldBytes(), this.#options.maxQueueBytes)) {
+      this.#movingSince = now;
+      return false;
+    }
+    if (settled !== this.#settledSeen) {
+      this.#settledSeen = settled;
+      this.#movingSince = now;
+    }
+    return now - this.#movingSince < DELIVERY_STALLED_MS;
+  }
 
   /** Post everything admitted so far (a flush or shutdown asked for it: no slicing). */
   #postAll(): void {
@@ -458,6 +531,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   #applyReport(report: WorkerStatsReport): void {
     this.#remote = report.stats;
+    this.#remoteRetrying = report.retrying;
     while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
       const acknowledged = this.#inTransit.shift()!;
       this.#inTransitBytes -= acknowledged.bytes;
@@ -478,8 +552,14 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#fellBack) return false;
     let worker: Worker;
     const { port1: reports, port2: workerEnd } = new MessageChannel();
+    const reported = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
     try {
-      const workerData: DeliveryWorkerData = { options: this.#options, statsIntervalMs: WORKER_STATS_INTERVAL_MS, reports: workerEnd };
+      const workerData: DeliveryWorkerData = {
+        options: this.#options,
+        statsIntervalMs: WORKER_STATS_INTERVAL_MS,
+        reports: workerEnd,
+        reported,
+      };
       worker = new Worker(this.#workerScript, {
         workerData,
         transferList: [workerEnd],
@@ -494,6 +574,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // After the listener (which refs it): the worker's own ref, not its channel's, keeps the process.
     reports.unref();
     this.#reports = reports;
+    this.#reported = reported;
     worker.on('error', (error) => {
       this.#workerError = error;
     });
@@ -528,6 +609,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#worker = undefined;
     const lost = this.#remote.queued + this.#remote.inFlight;
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
+    this.#remoteRetrying = false;
     if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
     diag.error(
       `callbridge: the delivery worker ${reason}; delivering on the application's thread from now on` +
@@ -591,6 +673,13 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     await this.#here?.shutdown(timeoutMs);
     this.#reporter.report();
   }
+}
+
+/** Spans the worker has delivered or dropped, by its counters. */
+function settledCount(stats: DeliveryStats): number {
+  let settled = stats.delivered;
+  for (const reason of DROP_REASONS) settled += stats.dropped[reason];
+  return settled;
 }
 
 function describeError(error: unknown): string {

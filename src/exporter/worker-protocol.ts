@@ -22,6 +22,12 @@ export interface DeliveryWorkerData {
    * (`receiveMessageOnPort`) when its event loop does not turn.
    */
   readonly reports: MessagePort;
+  /**
+   * A counter (one `Int32` on a `SharedArrayBuffer`) the worker increments and notifies after
+   * every report, so that the application's thread can sleep until the next one
+   * (`Atomics.wait`) when it waits for room (`backpressureMs`).
+   */
+  readonly reported: Int32Array;
 }
 
 /** Application thread -> worker. */
@@ -37,6 +43,8 @@ export type ToWorker =
 export interface WorkerStatsReport {
   readonly ackSeq: number;
   readonly stats: DeliveryStats;
+  /** The worker's batcher is retrying (`Batcher.isRetrying`): waiting for room would not help. */
+  readonly retrying: boolean;
 }
 
 /** Worker -> application thread. */

@@ -227,36 +227,122 @@ describe('nothing heavy inside add() (SPEC §4.2, §6 stall target)', () => {
     vi.useRealTimers();
     // Each record costs at least MAPPING_MS to map, and a slice stops once SLICE_BUDGET_MS is
     // spent, so it holds at most ceil(SLICE_BUDGET_MS / MAPPING_MS) records (3 with 0.25 ms).
-    const MAPPING_MS = 0.1;
-    let turns = 0;
-    let ticking = true;
-    const tick = (): void => {
-      turns += 1;
-      if (ticking) setImmediate(tick);
-    };
-    setImmediate(tick);
-    const turnOfEachRecord: number[] = [];
-    const codec = countingCodec();
-    const mapSlowly = codec.toUpsertItems.bind(codec);
-    codec.toUpsertItems = (item) => {
-      turnOfEachRecord.push(turns);
-      const until = performance.now() + MAPPING_MS;
-      while (performance.now() < until) {
-        // busy: a span whose mapping takes a while
-      }
-      return mapSlowly(item);
-    };
-    const transport = new FakeTransport();
-    batcher = createBatcher(batcherOptions(transport, codec, { maxBatchItems: 200 }));
+    const { transport, batcher, mappedPerTurn } = slowlyMappingBatcher({ maxBatchItems: 200 });
     addRecords(batcher, 0, 100);
-    await batcher.forceFlush();
-    ticking = false;
+    const perTurn = await mappedPerTurn(() => batcher.forceFlush());
     expect(transport.posted.map((request) => request.ids.length)).toEqual([100]);
+    expect(perTurn.length).toBeGreaterThanOrEqual(100 / Math.ceil(SLICE_BUDGET_MS / MAPPING_MS));
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(Math.ceil(SLICE_BUDGET_MS / MAPPING_MS));
+    expect(SLICE_BUDGET_MS).toBeLessThanOrEqual(0.3);
+  });
+});
+
+/** Each record takes at least this long to map in `slowlyMappingBatcher`. */
+const MAPPING_MS = 0.1;
+
+/**
+ * A batcher whose codec busy-waits `MAPPING_MS` per record, and a way to see how many records
+ * were mapped in each turn of the (real) event loop while `work` runs.
+ */
+function slowlyMappingBatcher(delivery: DeliveryOptions, script?: Script) {
+  let turns = 0;
+  let ticking = false;
+  const tick = (): void => {
+    turns += 1;
+    if (ticking) setImmediate(tick);
+  };
+  const turnOfEachRecord: number[] = [];
+  const codec = countingCodec();
+  const map = codec.toUpsertItems.bind(codec);
+  codec.toUpsertItems = (item) => {
+    turnOfEachRecord.push(turns);
+    for (const until = performance.now() + MAPPING_MS; performance.now() < until; ) {
+      // busy: a span whose mapping takes a while
+    }
+    return map(item);
+  };
+  const transport = new FakeTransport(script);
+  const created = createBatcher(batcherOptions(transport, codec, delivery));
+  batcher = created;
+  /** Records mapped in each turn that mapped any, while `work` runs. */
+  async function mappedPerTurn(work: () => Promise<unknown>): Promise<number[]> {
+    turnOfEachRecord.length = 0;
+    ticking = true;
+    setImmediate(tick);
+    try {
+      await work();
+    } finally {
+      ticking = false;
+    }
     const perTurn = new Map<number, number>();
     for (const turn of turnOfEachRecord) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
-    expect(perTurn.size).toBeGreaterThanOrEqual(100 / Math.ceil(SLICE_BUDGET_MS / MAPPING_MS));
-    expect(Math.max(...perTurn.values())).toBeLessThanOrEqual(Math.ceil(SLICE_BUDGET_MS / MAPPING_MS));
-    expect(SLICE_BUDGET_MS).toBeLessThanOrEqual(0.3);
+    return [...perTurn.values()];
+  }
+  return { transport, batcher: created, mappedPerTurn };
+}
+
+describe('back-pressure: longer slices while the queue fills faster than it drains (backpressureMs)', () => {
+  // 100 records of ~200 bytes held against 40 000: past the quarter of the bound where
+  // back-pressure applies, for the whole build.
+  const PRESSED = { maxBatchItems: 200, maxQueueBytes: 40_000 };
+
+  it('maps in slices of up to backpressureMs, so the producer gets fewer turns', async () => {
+    vi.useRealTimers();
+    const { transport, batcher, mappedPerTurn } = slowlyMappingBatcher({ ...PRESSED, backpressureMs: 2 });
+    addRecords(batcher, 0, 100);
+    const perTurn = await mappedPerTurn(() => batcher.forceFlush());
+    expect(transport.posted.map((request) => request.ids.length)).toEqual([100]);
+    expect(Math.max(...perTurn)).toBeGreaterThan(Math.ceil(SLICE_BUDGET_MS / MAPPING_MS));
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(Math.ceil(2 / MAPPING_MS));
+    // Why the producer was slower, once per interval: after the flush, through diag.info.
+    expect(logged.filter((line) => line.level === 'info').map((line) => line.message)).toEqual([
+      expect.stringMatching(/gave \d+ ms to delivery over the last 1 s to keep up \(backpressureMs\)/),
+    ]);
+  });
+
+  it('drains more than a batch per turn: the slice goes on with the next batch and the records after it', async () => {
+    vi.useRealTimers();
+    // Batches of 5 records: one batch per turn would drain 5 records a turn, however long the slice.
+    const { transport, batcher, mappedPerTurn } = slowlyMappingBatcher({ ...PRESSED, maxBatchItems: 10, backpressureMs: 2 });
+    addRecords(batcher, 0, 100);
+    const perTurn = await mappedPerTurn(() => batcher.forceFlush());
+    expect(transport.posted.flatMap((request) => request.ids)).toHaveLength(100);
+    expect(transport.posted.every((request) => request.ids.length <= 5)).toBe(true);
+    // (A turn may see the end of one build and the start of the next: up to 6 records without this.)
+    expect(Math.max(...perTurn)).toBeGreaterThan(2 * 5);
+    expect(batcher.stats()).toMatchObject({ delivered: 100, queued: 0, inFlight: 0, queuedBytes: 0 });
+  });
+
+  it('keeps short slices below the mark, with backpressureMs 0, and while the service is failing', async () => {
+    vi.useRealTimers();
+    const short = Math.ceil(SLICE_BUDGET_MS / MAPPING_MS);
+
+    const unpressed = slowlyMappingBatcher({ ...PRESSED, maxQueueBytes: 1_000_000, backpressureMs: 2 });
+    addRecords(unpressed.batcher, 0, 100);
+    expect(Math.max(...(await unpressed.mappedPerTurn(() => unpressed.batcher.forceFlush())))).toBeLessThanOrEqual(short);
+
+    const off = slowlyMappingBatcher({ ...PRESSED, backpressureMs: 0 });
+    addRecords(off.batcher, 0, 100);
+    expect(Math.max(...(await off.mappedPerTurn(() => off.batcher.forceFlush())))).toBeLessThanOrEqual(short);
+
+    // The first request gets a 503 and waits in backoff (random 0.5: 250 ms); the records added
+    // meanwhile are built while the batcher is retrying.
+    let answer: SendOutcome = UNAVAILABLE;
+    const failing = slowlyMappingBatcher({ ...PRESSED, backpressureMs: 2 }, () => answer);
+    failing.batcher.add(record(1000));
+    void failing.batcher.forceFlush();
+    await vi.waitFor(() => expect(failing.transport.posted).toHaveLength(1));
+    expect(failing.batcher.isRetrying()).toBe(true);
+    addRecords(failing.batcher, 0, 100);
+    const perTurn = await failing.mappedPerTurn(async () => {
+      const flushed = failing.batcher.forceFlush();
+      await vi.waitFor(() => expect(failing.transport.posted).toHaveLength(2));
+      answer = OK;
+      await flushed;
+    });
+    expect(Math.max(...perTurn)).toBeLessThanOrEqual(short);
+    expect(failing.batcher.isRetrying()).toBe(false);
+    expect(failing.batcher.stats()).toMatchObject({ delivered: 101, queued: 0, inFlight: 0 });
   });
 });
 

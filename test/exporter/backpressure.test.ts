@@ -1,0 +1,183 @@
+/**
+ * Back-pressure (`backpressureMs`) on both delivery threads, with real SDK spans and the real
+ * exporter: a producer that makes spans faster than they are delivered is slowed in the event
+ * loop's own turns (longer mapping slices on the main thread, waits for the worker), so a burst
+ * past `maxQueueBytes` is kept instead of dropped; `backpressureMs: 0` keeps the old drop; a
+ * failing service is never waited for.
+ *
+ * The local server runs in a process of its own: while this thread waits for the delivery worker,
+ * a server on this thread could not answer it.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { join } from 'node:path';
+import { diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
+import { BasicTracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { DELIVERY_STALLED_MS } from '../../src/exporter/worker-delivery.js';
+import type { ExporterOptions } from '../../src/options.js';
+import { killSpawned, listeningUrl, spawnNode } from '../helpers/node-process.js';
+import { readAllCalls, startFaultProxy } from './fault-proxy.js';
+
+const CREDENTIALS = { username: 'dev', password: 'pw' };
+/** 10 000 spans of ~2.5 KB as counted, about 25 times the bound below. */
+const SPANS = 10_000;
+/**
+ * What the producer makes per turn of the event loop: ~25 KB, a fortieth of the bound, so that a
+ * wait per turn keeps up even when other test files hold the cores and delivery is slow.
+ */
+const SPANS_PER_TURN = 10;
+const WARM_UP_SPANS = 200;
+const BOUND: ExporterOptions = { maxQueueBytes: 1024 * 1024, maxBatchItems: 100 };
+/**
+ * Far more than the 5 ms default, so that a machine busy with other test files still drains the
+ * queue within the waits: what is asserted is that nothing is dropped, not how fast.
+ */
+const GENEROUS_BACKPRESSURE_MS = 50;
+
+let serviceUrl: string;
+const cleanups: Array<() => Promise<void>> = [];
+let logged: Array<{ level: string; message: string }> = [];
+
+beforeAll(async () => {
+  const cli = join(import.meta.dirname, '..', '..', 'dist', 'cli', 'main.js');
+  const service = spawnNode([cli, 'serve', '--port', '0', '--db', ':memory:', '--user', 'dev:pw']);
+  serviceUrl = await listeningUrl(service, /callbridge listening on (http:\/\/\S+)\n/);
+});
+afterAll(() => killSpawned());
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  diag.disable();
+});
+
+function capturingLogger(): DiagLogger {
+  const push = (level: string) => (message: string) => logged.push({ level, message });
+  return { error: push('error'), warn: push('warn'), info: push('info'), debug: push('debug'), verbose: push('verbose') };
+}
+
+function exporterFor(projectId: string, options: ExporterOptions): CallbridgeExporter {
+  logged = [];
+  diag.setLogger(capturingLogger(), DiagLogLevel.INFO);
+  const exporter = new CallbridgeExporter({ baseUrl: serviceUrl, projectId, ...CREDENTIALS, ...BOUND, ...options });
+  cleanups.push(() => exporter.shutdown());
+  return exporter;
+}
+
+/** A span processor that hands each ended span straight to the exporter (as register()'s `direct` does). */
+function directTo(exporter: CallbridgeExporter): SpanProcessor {
+  return {
+    onStart: () => {},
+    onEnd: (span: ReadableSpan) => exporter.export([span], () => {}),
+    forceFlush: async () => {},
+    shutdown: async () => {},
+  };
+}
+
+/** Make `count` spans as fast as this thread can, letting the event loop turn every `SPANS_PER_TURN`. */
+async function burst(exporter: CallbridgeExporter, count: number): Promise<void> {
+  const tracer = new BasicTracerProvider({ spanProcessors: [directTo(exporter)] }).getTracer('burst');
+  const prompt = 'q'.repeat(600);
+  for (let i = 0; i < count; i++) {
+    const span = tracer.startSpan('llm.chat', { attributes: { 'input.value': prompt, 'output.value': `answer ${i}` } });
+    span.end();
+    if ((i + 1) % SPANS_PER_TURN === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}
+
+function backpressureReports(): string[] {
+  return logged.filter((line) => line.level === 'info' && line.message.includes('(backpressureMs)')).map((line) => line.message);
+}
+
+describe('back-pressure, deliveryThread worker', () => {
+  it('slows a producer that outruns delivery: a burst 25 times the bound is delivered whole', async () => {
+    const projectId = 'acme/pressure-worker';
+    const exporter = exporterFor(projectId, { deliveryThread: 'worker', backpressureMs: GENEROUS_BACKPRESSURE_MS });
+    // Warm first: a worker still loading, or a server not yet answering, takes longer than a few
+    // waits to free anything, and the small bound below fills in a few turns.
+    await burst(exporter, WARM_UP_SPANS);
+    await exporter.forceFlush();
+    await burst(exporter, SPANS - WARM_UP_SPANS);
+    await exporter.forceFlush();
+    const { delivered, dropped, queuedBytes } = exporter.stats();
+    expect(dropped.queue_full).toBe(0);
+    expect(delivered).toBe(SPANS);
+    expect(queuedBytes).toBe(0);
+    expect(await readAllCalls(serviceUrl, projectId, CREDENTIALS)).toHaveLength(SPANS);
+    // The operator learns why the producer was slower: one line per interval, through diag.info.
+    expect(backpressureReports()).toHaveLength(1);
+    expect(backpressureReports()[0]).toMatch(/gave \d+ ms to delivery over the last \d+ s to keep up/);
+  });
+
+  it('with backpressureMs 0 the same burst overflows the bound and the rest is dropped as queue_full', async () => {
+    const exporter = exporterFor('acme/no-pressure-worker', { deliveryThread: 'worker', backpressureMs: 0 });
+    await burst(exporter, SPANS);
+    await exporter.forceFlush();
+    const { delivered, dropped } = exporter.stats();
+    expect(dropped.queue_full).toBeGreaterThan(0);
+    expect(delivered + dropped.queue_full).toBe(SPANS);
+    expect(backpressureReports()).toEqual([]);
+  });
+
+  it('never waits for a service that is failing: the burst is dropped and counted instead', async () => {
+    const failing = await startFaultProxy({ upstream: serviceUrl, script: () => ({ kind: 'status', status: 503 }) });
+    cleanups.push(() => failing.close());
+    const exporter = exporterFor('acme/failing-worker', {
+      deliveryThread: 'worker',
+      baseUrl: failing.url,
+      backpressureMs: GENEROUS_BACKPRESSURE_MS,
+      shutdownTimeoutMs: 100,
+    });
+    // Known to be failing first: one span, sent and sent again after its backoff.
+    await burst(exporter, 1);
+    await vi.waitFor(() => expect(exporter.stats().retried).toBeGreaterThan(0), { timeout: 5000 });
+    await burst(exporter, SPANS);
+    await exporter.shutdown();
+    const { delivered, dropped } = exporter.stats();
+    expect(delivered).toBe(0);
+    expect(dropped.queue_full).toBeGreaterThan(0);
+    expect(dropped.queue_full + dropped.shutdown).toBe(SPANS + 1);
+    expect(backpressureReports()).toEqual([]);
+  });
+
+  it('stops waiting for a service that takes requests and never answers, after DELIVERY_STALLED_MS', async () => {
+    const silent = await startFaultProxy({ upstream: serviceUrl, script: () => ({ kind: 'hang' }) });
+    cleanups.push(() => silent.close());
+    const exporter = exporterFor('acme/silent-worker', {
+      deliveryThread: 'worker',
+      baseUrl: silent.url,
+      backpressureMs: GENEROUS_BACKPRESSURE_MS,
+      requestTimeoutMs: 120_000,
+      shutdownTimeoutMs: 100,
+    });
+    // Waiting on every turn of this burst would take 1000 x 50 ms; the waits stop once nothing has
+    // been settled for a second, and the rest of the burst is dropped at the bound.
+    await burst(exporter, SPANS);
+    await exporter.shutdown();
+    const { delivered, dropped } = exporter.stats();
+    expect(delivered).toBe(0);
+    expect(dropped.queue_full + dropped.shutdown).toBe(SPANS);
+    const [report] = backpressureReports();
+    const waitedMs = Number(/gave (\d+) ms/.exec(report ?? '')?.[1]);
+    expect(waitedMs).toBeGreaterThan(0);
+    expect(waitedMs).toBeLessThanOrEqual(DELIVERY_STALLED_MS + GENEROUS_BACKPRESSURE_MS);
+  });
+});
+
+describe('back-pressure, deliveryThread main', () => {
+  // Main-thread delivery can only give the producer's turns to its own mapping: it cannot hold the
+  // producer while requests are in flight (their answers need the same event loop). Against a
+  // service slower than the producer, the rest is still dropped at the bound, and counted.
+  it('maps in longer slices when the queue fills, keeps the bound and accounts for every span', async () => {
+    const projectId = 'acme/pressure-main';
+    const exporter = exporterFor(projectId, { deliveryThread: 'main', backpressureMs: GENEROUS_BACKPRESSURE_MS });
+    let peakQueuedBytes = 0;
+    const watch = setInterval(() => (peakQueuedBytes = Math.max(peakQueuedBytes, exporter.stats().queuedBytes)), 1);
+    await burst(exporter, SPANS);
+    clearInterval(watch);
+    await exporter.forceFlush();
+    const { delivered, dropped } = exporter.stats();
+    expect(delivered + dropped.queue_full).toBe(SPANS);
+    expect(peakQueuedBytes).toBeLessThanOrEqual(BOUND.maxQueueBytes!);
+    expect(await readAllCalls(serviceUrl, projectId, CREDENTIALS)).toHaveLength(delivered);
+    expect(backpressureReports()).toHaveLength(1);
+  });
+});
