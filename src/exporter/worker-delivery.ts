@@ -214,7 +214,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
     }
-    if (this.#heldBytes() + bytes > this.#options.maxQueueBytes) {
+    const held = this.#heldBytes() + bytes;
+    if (held > this.#options.maxQueueBytes) {
       this.#dropLocally('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       return false;
     }
@@ -222,7 +223,9 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#outboxBytes.push(bytes);
     this.#outboxTotalBytes += bytes;
     if (this.#postScheduled) return true;
-    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE) {
+    // Under back-pressure the next turn gets its slice (and its wait), however few spans wait:
+    // a producer of a few spans per turn would otherwise fill the bound before the timer's slice.
+    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE || pastBackpressureMark(held, this.#options.maxQueueBytes)) {
       this.#postSoon();
     } else if (this.#postTimer === undefined) {
       this.#postTimer = setTimeout(this.#postSlice, POST_DELAY_MS);
@@ -575,6 +578,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     reports.unref();
     this.#reports = reports;
     this.#reported = reported;
+    // Pressure from the first spans (a bound smaller than a few messages) may be waited on too.
+    this.#movingSince = performance.now();
     worker.on('error', (error) => {
       this.#workerError = error;
     });

@@ -107,6 +107,20 @@ describe('back-pressure, deliveryThread worker', () => {
     expect(backpressureReports()[0]).toMatch(/gave \d+ ms to delivery over the last \d+ s to keep up/);
   });
 
+  it('waits from the first spans on, while the worker is still loading: a bound of a few spans loses none', async () => {
+    // 40 kB holds ~16 of these spans: the first turn alone takes it past the mark, before the worker
+    // is ready. Waiting up to a second per turn covers the worker's start on a busy machine.
+    const exporter = exporterFor('acme/pressure-from-start', {
+      deliveryThread: 'worker',
+      maxQueueBytes: 40_000,
+      maxBatchItems: 10,
+      backpressureMs: 1000,
+    });
+    await burst(exporter, 300);
+    await exporter.forceFlush();
+    expect(exporter.stats()).toMatchObject({ delivered: 300, dropped: { queue_full: 0 } });
+  });
+
   it('with backpressureMs 0 the same burst overflows the bound and the rest is dropped as queue_full', async () => {
     const exporter = exporterFor('acme/no-pressure-worker', { deliveryThread: 'worker', backpressureMs: 0 });
     await burst(exporter, SPANS);
