@@ -69,10 +69,11 @@ export interface DeliveryOptions {
   /**
    * Back-pressure: when spans are made faster than they are delivered, how long one turn of the
    * application's event loop may give to delivery so that the queue drains instead of
-   * overflowing. It applies while more than a quarter of `maxQueueBytes` is held and the service
-   * is taking batches (not while retrying): main-thread delivery then maps in slices of up to this
-   * long instead of 0.25 ms, and worker delivery waits up to this long for the worker to make
-   * room. `span.end()` itself never waits. 0: never; spans past `maxQueueBytes` are dropped.
+   * overflowing. It applies while more than a quarter of `maxQueueBytes` waits to be sent (or
+   * three quarters is held, requests in flight included) and the service is taking batches (not
+   * while retrying): main-thread delivery then maps in slices of up to this long instead of
+   * 0.25 ms, and worker delivery waits up to this long for the worker to make room. `span.end()`
+   * itself never waits. 0: never; spans past `maxQueueBytes` are dropped.
    * @default 5
    */
   readonly backpressureMs?: number;

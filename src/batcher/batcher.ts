@@ -89,6 +89,11 @@ export interface Batcher<T> {
    */
   isRetrying(): boolean;
   /**
+   * Bytes of records not yet in a request (queued, not in flight): what back-pressure measures
+   * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
+   */
+  waitingBytes(): number;
+  /**
    * The process is about to exit: records waiting for a delivery thread that is still loading go
    * out on this thread instead (waiting for it to load costs more than their delivery). A flush
    * after this covers them. Optional: a batcher without such a thread has nothing to do.
@@ -139,19 +144,37 @@ const ABORT_GRACE_MS = 1000;
 export const SLICE_BUDGET_MS = 0.25;
 
 /**
- * The share of `maxQueueBytes` held from which back-pressure applies (`backpressureMs`). Low
- * enough that a burst is slowed long before anything is dropped, and far above what steady
- * delivery holds: at 20 k spans/s of the benchmark's spans (~2.5 KB each) a quarter of the
- * default 64 MiB is ~0.3 s of spans, where a healthy queue holds a few batches (~25 ms each).
+ * The share of `maxQueueBytes` waiting to be sent (queued, not yet in a request) from which
+ * back-pressure applies (`backpressureMs`). Low enough that a burst is slowed long before anything
+ * is dropped, and far above what steady delivery keeps waiting: at 20 k spans/s of the benchmark's
+ * spans (~2.5 KB each) a quarter of the default 64 MiB is ~0.3 s of spans, where a healthy queue
+ * waits for at most a batch (~25 ms of them). Requests in flight do not count: they are delivery
+ * under way, and waiting for them alone would slow steady traffic with a small bound.
  * Measured in the 200 k-span burst (2026-11-24): with a quarter, half or 0.8 of the bound, 0 spans
  * lost each time and the same spans/s; the peak RSS is lower with a quarter (230-235 MB against
  * 258-309 MB).
  */
 export const BACKPRESSURE_SHARE = 0.25;
 
-/** Whether `heldBytes` is past the share of `maxQueueBytes` where back-pressure applies. */
-export function pastBackpressureMark(heldBytes: number, maxQueueBytes: number): boolean {
-  return heldBytes >= maxQueueBytes * BACKPRESSURE_SHARE;
+/**
+ * The share of `maxQueueBytes` held in all (requests in flight included) from which back-pressure
+ * applies whatever waits: with a small bound, requests in flight alone can fill it, and the next
+ * turn's spans would not fit.
+ */
+export const NEAR_FULL_SHARE = 0.75;
+
+/**
+ * A batch goes early, whether full or not, once this share of the back-pressure mark waits: below
+ * the mark, so that traffic the service keeps up with never reaches it.
+ */
+const EARLY_BATCH_SHARE_OF_MARK = 0.5;
+
+/**
+ * Whether back-pressure applies: more than `BACKPRESSURE_SHARE` of `maxQueueBytes` waits to be
+ * sent, or more than `NEAR_FULL_SHARE` of it is held in all.
+ */
+export function underBackpressure(waitingBytes: number, heldBytes: number, maxQueueBytes: number): boolean {
+  return waitingBytes >= maxQueueBytes * BACKPRESSURE_SHARE || heldBytes >= maxQueueBytes * NEAR_FULL_SHARE;
 }
 
 type Mode = 'upsert' | 'complete';
@@ -328,6 +351,10 @@ class QueueBatcher<T> implements Batcher<T> {
     return this.#lastRetryReason !== undefined;
   }
 
+  waitingBytes(): number {
+    return this.#pendingBytes;
+  }
+
   // ---- scheduling -------------------------------------------------------------------------
 
   #pendingCount(): number {
@@ -339,9 +366,10 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 
   /**
-   * A batch should go now: full by count or bytes, its first record's interval passed, or a flush
-   * waits for the record at the head of the queue. Records added after every waiting flush began
-   * batch as usual: a flush held up by a slow batch must not turn each new span into a request.
+   * A batch should go now: full by count or bytes, its first record's interval passed, a flush
+   * waits for the record at the head of the queue, or half the back-pressure mark waits. Records
+   * added after every waiting flush began batch as usual: a flush held up by a slow batch must not
+   * turn each new span into a request.
    */
   #isDue(): boolean {
     const count = this.#pendingCount();
@@ -351,7 +379,10 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#closing ||
       (this.#waiters.length > 0 && (this.#pending[this.#head] as Entry<T>).seq <= this.#flushUpTo) ||
       count * this.#itemsPerRecord() >= this.#options.maxBatchItems ||
-      this.#pendingBytes >= this.#options.maxBatchBytes
+      this.#pendingBytes >= this.#options.maxBatchBytes ||
+      // Half-way to the back-pressure mark: with a small maxQueueBytes (a quarter of it below what
+      // fills a batch) steady traffic must not sit waiting for the interval, and the producer with it.
+      this.#pendingBytes >= this.#options.maxQueueBytes * BACKPRESSURE_SHARE * EARLY_BATCH_SHARE_OF_MARK
     );
   }
 
@@ -492,7 +523,7 @@ class QueueBatcher<T> implements Batcher<T> {
    */
   readonly #sliceBudgetMs = (): number => {
     const { backpressureMs, maxQueueBytes } = this.#options;
-    const pressed = !this.#closing && !this.isRetrying() && pastBackpressureMark(this.#heldBytes, maxQueueBytes);
+    const pressed = !this.#closing && !this.isRetrying() && underBackpressure(this.#pendingBytes, this.#heldBytes, maxQueueBytes);
     return pressed ? Math.max(SLICE_BUDGET_MS, backpressureMs) : SLICE_BUDGET_MS;
   };
 
@@ -505,7 +536,9 @@ class QueueBatcher<T> implements Batcher<T> {
    */
   #serialiseAhead(slicer: TimeSlicer): void {
     for (let index = this.#head; index < this.#pending.length && !slicer.spent(); index++) {
-      this.#serialise(this.#pending[index] as Entry<T>);
+      // A record that cannot be written stays as it is, for its batch to drop (and count) in order:
+      // settled here, in the middle of the queue, it would be missed by a flush already waiting.
+      if (this.#write(this.#pending[index] as Entry<T>) !== undefined) break;
     }
   }
 
@@ -533,9 +566,21 @@ class QueueBatcher<T> implements Batcher<T> {
    * A record that cannot be serialised is dropped as `rejected`; false then.
    */
   #serialise(entry: Entry<T>): boolean {
-    if (entry.json !== undefined && entry.mode === this.#mode) return true;
+    if (entry.state === 'settled' || entry.record === undefined) return false;
+    const error = this.#write(entry);
+    if (error === undefined) return true;
+    this.#finish(entry, 'rejected', `a span could not be serialised: ${describeError(error)}`);
+    return false;
+  }
+
+  /**
+   * Write the record's items for the current mode (once; again only after a mode switch). What
+   * the codec threw when it could not, else undefined.
+   */
+  #write(entry: Entry<T>): unknown {
+    if (entry.json !== undefined && entry.mode === this.#mode) return undefined;
     const record = entry.record;
-    if (entry.state === 'settled' || record === undefined) return false;
+    if (record === undefined) return new Error('the record was released');
     const mode = this.#mode;
     const { codec } = this.#options;
     const out = this.#writer;
@@ -551,11 +596,10 @@ class QueueBatcher<T> implements Batcher<T> {
         const items = mode === 'upsert' ? codec.toUpsertItems(record) : [codec.toCompletedCall(record)];
         this.#setJson(entry, writeItems(items, out), items.length, mode);
       }
-      return true;
+      return undefined;
     } catch (error) {
       out.discard();
-      this.#finish(entry, 'rejected', `a span could not be serialised: ${describeError(error)}`);
-      return false;
+      return error;
     }
   }
 

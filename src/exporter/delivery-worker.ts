@@ -64,17 +64,19 @@ post({ type: 'ready' });
 function report(): void {
   const stats = batcher.stats();
   const retrying = batcher.isRetrying();
-  const signature = statsSignature(stats, retrying);
+  const waitingBytes = batcher.waitingBytes();
+  const signature = statsSignature(stats, retrying, waitingBytes);
   if (signature === lastReported) return;
   lastReported = signature;
-  post({ type: 'stats', ackSeq, stats, retrying });
+  post({ type: 'stats', ackSeq, stats, retrying, waitingBytes });
 }
 
 function answer(id: number): void {
   const stats = batcher.stats();
   const retrying = batcher.isRetrying();
-  lastReported = statsSignature(stats, retrying);
-  post({ type: 'done', id, ackSeq, stats, retrying });
+  const waitingBytes = batcher.waitingBytes();
+  lastReported = statsSignature(stats, retrying, waitingBytes);
+  post({ type: 'done', id, ackSeq, stats, retrying, waitingBytes });
 }
 
 function post(message: FromWorker): void {
@@ -83,9 +85,9 @@ function post(message: FromWorker): void {
   Atomics.notify(reported, 0);
 }
 
-function statsSignature(stats: DeliveryStats, retrying: boolean): string {
+function statsSignature(stats: DeliveryStats, retrying: boolean, waitingBytes: number): string {
   const d = stats.dropped;
-  return `${ackSeq} ${retrying} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+  return `${ackSeq} ${retrying} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
 }
 
 function forwardingLogger(): DiagLogger {

@@ -33,7 +33,7 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { pastBackpressureMark, settleWithin, type Batcher } from '../batcher/batcher.js';
+import { settleWithin, underBackpressure, type Batcher } from '../batcher/batcher.js';
 import { DROP_REASONS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
@@ -177,6 +177,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #remote: DeliveryStats = NOTHING_YET;
   /** Whether the worker's batcher was retrying when it last reported. */
   #remoteRetrying = false;
+  /** The worker's `waitingBytes` as last reported. */
+  #remoteWaitingBytes = 0;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
   readonly #localDrops = zeroDrops();
 
@@ -214,9 +216,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
     }
-    const held = this.#heldBytes() + bytes;
-    if (held > this.#options.maxQueueBytes) {
+    if (this.#heldBytes() + bytes > this.#options.maxQueueBytes) {
       this.#dropLocally('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
+      // The next turn waits for room all the same: a full queue is when back-pressure matters most,
+      // and with everything posted no slice would otherwise run until room freed by itself.
+      if (!this.#postScheduled && this.#options.backpressureMs > 0) this.#postSoon();
       return false;
     }
     this.#outbox.push(span);
@@ -225,7 +229,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#postScheduled) return true;
     // Under back-pressure the next turn gets its slice (and its wait), however few spans wait:
     // a producer of a few spans per turn would otherwise fill the bound before the timer's slice.
-    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE || pastBackpressureMark(held, this.#options.maxQueueBytes)) {
+    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE || this.#underBackpressure()) {
       this.#postSoon();
     } else if (this.#postTimer === undefined) {
       this.#postTimer = setTimeout(this.#postSlice, POST_DELAY_MS);
@@ -289,11 +293,28 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
   }
 
+  waitingBytes(): number {
+    return this.#waitingBytes();
+  }
+
   // ---- the application's side of the port ---------------------------------------------------
 
   #heldBytes(): number {
     const here = this.#here?.stats().queuedBytes ?? 0;
     return this.#remote.queuedBytes + this.#inTransitBytes + this.#outboxTotalBytes + here;
+  }
+
+  /**
+   * Bytes of spans not yet in a request: here, in transit, and waiting in the worker's queue (as
+   * last reported). What back-pressure measures: requests in flight are delivery under way.
+   */
+  #waitingBytes(): number {
+    const here = this.#here?.waitingBytes() ?? 0;
+    return this.#remoteWaitingBytes + this.#inTransitBytes + this.#outboxTotalBytes + here;
+  }
+
+  #underBackpressure(): boolean {
+    return underBackpressure(this.#waitingBytes(), this.#heldBytes(), this.#options.maxQueueBytes);
   }
 
   #outboxCount(): number {
@@ -304,19 +325,17 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#postScheduled = false;
     clearTimeout(this.#postTimer);
     this.#postTimer = undefined;
-    if (this.#outboxCount() === 0 || !this.#ensureWorker()) return;
-    if (this.#workerReady) {
-      const started = performance.now();
-      do this.#postMessageOfSpans();
-      while (this.#outboxCount() > 0 && performance.now() - started < POST_SLICE_BUDGET_MS);
-    }
+    // With nothing to post, a slice still waits for room when a span was just dropped (see `add`).
+    if (this.#outboxCount() > 0 ? !this.#ensureWorker() : this.#worker === undefined) return;
+    if (this.#workerReady) this.#postFor(performance.now() + POST_SLICE_BUDGET_MS);
     this.#waitForRoom();
     // Before `ready` the worker's `ready` report schedules the next slice.
     if (this.#workerReady && this.#outboxCount() > 0) this.#postSoon();
   };
 
   /**
-   * Back-pressure: while more than `BACKPRESSURE_SHARE` of `maxQueueBytes` is held and the worker
+   * Back-pressure: while `underBackpressure` (spans wait to be sent past a share of the bound, or
+   * the bound is nearly full) and the worker
    * is delivering, sleep until its reports free enough room, for at most `backpressureMs`. What
    * waits here is posted meanwhile. A retrying worker is not waited for; nor is one that has
    * settled nothing for `DELIVERY_STALLED_MS` while under pressure (a service that takes requests
@@ -332,7 +351,9 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     for (;;) {
       const seen = Atomics.load(reported, 0);
       this.#readReports();
-      if (this.#workerReady && this.#worker !== undefined && !this.#fellBack) this.#postAll();
+      // What waits is posted meanwhile, within the same deadline: a large outbox (a worker that
+      // was loading, a producer of many spans per turn) is posted over several turns.
+      if (this.#workerReady && this.#worker !== undefined && !this.#fellBack) this.#postFor(deadline);
       if (!this.#mayWaitForRoom()) break;
       const left = deadline - performance.now();
       if (left <= 0) break;
@@ -347,7 +368,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#worker === undefined || this.#fellBack || this.#closing || this.#exiting || this.isRetrying()) return false;
     const now = performance.now();
     const settled = settledCount(this.#remote);
-    if (!pastBackpressureMark(this.#heldBytes(), this.#options.maxQueueBytes)) {
+    if (!this.#underBackpressure()) {
       this.#movingSince = now;
       return false;
     }
@@ -356,6 +377,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       this.#movingSince = now;
     }
     return now - this.#movingSince < DELIVERY_STALLED_MS;
+  }
+
+  /** Post messages of spans until the outbox is empty or `deadline` (`performance.now()`) has passed. */
+  #postFor(deadline: number): void {
+    while (this.#outboxCount() > 0 && performance.now() < deadline) this.#postMessageOfSpans();
   }
 
   /** Post everything admitted so far (a flush or shutdown asked for it: no slicing). */
@@ -535,6 +561,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #applyReport(report: WorkerStatsReport): void {
     this.#remote = report.stats;
     this.#remoteRetrying = report.retrying;
+    this.#remoteWaitingBytes = report.waitingBytes;
     while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
       const acknowledged = this.#inTransit.shift()!;
       this.#inTransitBytes -= acknowledged.bytes;
@@ -615,6 +642,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const lost = this.#remote.queued + this.#remote.inFlight;
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
     this.#remoteRetrying = false;
+    this.#remoteWaitingBytes = 0;
     if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
     diag.error(
       `callbridge: the delivery worker ${reason}; delivering on the application's thread from now on` +
@@ -641,6 +669,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #abandonWorker(detail: string): void {
     this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight + this.#inTransitCount, detail);
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
+    this.#remoteWaitingBytes = 0;
     this.#inTransit.length = 0;
     this.#inTransitBytes = 0;
     this.#inTransitCount = 0;

@@ -45,6 +45,8 @@ export interface WorkerStatsReport {
   readonly stats: DeliveryStats;
   /** The worker's batcher is retrying (`Batcher.isRetrying`): waiting for room would not help. */
   readonly retrying: boolean;
+  /** Bytes the worker's batcher holds that are not yet in a request (`Batcher.waitingBytes`). */
+  readonly waitingBytes: number;
 }
 
 /** Worker -> application thread. */

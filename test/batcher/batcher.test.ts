@@ -7,7 +7,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { context, diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
 import { createBatcher, type Batcher } from '../../src/batcher/index.js';
-import { SLICE_BUDGET_MS } from '../../src/batcher/batcher.js';
+import { settleWithin, SLICE_BUDGET_MS } from '../../src/batcher/batcher.js';
 import type { SendOutcome } from '../../src/client/transport.js';
 import type { JsonWriter } from '../../src/wire/json-writer.js';
 import type { DeliveryOptions } from '../../src/options.js';
@@ -261,12 +261,17 @@ function slowlyMappingBatcher(delivery: DeliveryOptions, script?: Script) {
     }
     return map(item);
   };
-  const transport = new FakeTransport(script);
+  const turnOfEachPost: number[] = [];
+  const transport = new FakeTransport((request, index) => {
+    turnOfEachPost.push(turns);
+    return script === undefined ? OK : script(request, index);
+  });
   const created = createBatcher(batcherOptions(transport, codec, delivery));
   batcher = created;
-  /** Records mapped in each turn that mapped any, while `work` runs. */
+  /** Records mapped in each turn that mapped any, while `work` runs (requests: `postedPerTurn`). */
   async function mappedPerTurn(work: () => Promise<unknown>): Promise<number[]> {
     turnOfEachRecord.length = 0;
+    turnOfEachPost.length = 0;
     ticking = true;
     setImmediate(tick);
     try {
@@ -274,11 +279,17 @@ function slowlyMappingBatcher(delivery: DeliveryOptions, script?: Script) {
     } finally {
       ticking = false;
     }
-    const perTurn = new Map<number, number>();
-    for (const turn of turnOfEachRecord) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
-    return [...perTurn.values()];
+    return countPerTurn(turnOfEachRecord);
   }
-  return { transport, batcher: created, mappedPerTurn };
+  /** Requests posted in each turn that posted any, during the last `mappedPerTurn`. */
+  const postedPerTurn = (): number[] => countPerTurn(turnOfEachPost);
+  return { transport, batcher: created, mappedPerTurn, postedPerTurn };
+}
+
+function countPerTurn(turns: readonly number[]): number[] {
+  const perTurn = new Map<number, number>();
+  for (const turn of turns) perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+  return [...perTurn.values()];
 }
 
 describe('back-pressure: longer slices while the queue fills faster than it drains (backpressureMs)', () => {
@@ -300,14 +311,50 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     ]);
   });
 
+  it('tells onBatchSettled once per settled batch, once its bytes are released', async () => {
+    const settledAt: Array<{ delivered: number; queuedBytes: number }> = [];
+    const transport = new FakeTransport();
+    batcher = createBatcher({
+      ...batcherOptions(transport, countingCodec(), { maxBatchItems: 10 }),
+      onBatchSettled: () => settledAt.push(batcher!.stats()),
+    });
+    addRecords(batcher, 0, 12);
+    await batcher.forceFlush();
+    expect(settledAt.map((stats) => stats.delivered)).toEqual([5, 10, 12]);
+    expect(settledAt.at(-1)?.queuedBytes).toBe(0);
+  });
+
+  it('leaves a record it cannot write ahead for its batch, so a flush begun meanwhile still ends', async () => {
+    vi.useRealTimers();
+    const codec = countingCodec();
+    const map = codec.toUpsertItems.bind(codec);
+    codec.toUpsertItems = (item) => {
+      if (item.id === record(7).id) throw new Error('cannot map this one');
+      return map(item);
+    };
+    const firstAnswer = deferred<SendOutcome>();
+    const transport = new FakeTransport((_request, index) => (index === 0 ? firstAnswer.promise : OK));
+    // 20 records of ~200 bytes against 8000: past the mark. Batches of 5; record 7 is in the second,
+    // written ahead while the first is taken.
+    batcher = createBatcher(batcherOptions(transport, codec, { maxQueueBytes: 8000, maxBatchItems: 10, concurrency: 1, backpressureMs: 2 }));
+    addRecords(batcher, 0, 20);
+    await vi.waitFor(() => expect(transport.posted).toHaveLength(1));
+    const flushed = batcher.forceFlush();
+    firstAnswer.resolve(OK);
+    expect(await settleWithin(flushed, 5000)).toBe(true);
+    expect(batcher.stats()).toMatchObject({ delivered: 19, dropped: { rejected: 1 }, queued: 0, inFlight: 0, queuedBytes: 0 });
+  });
+
   it('drains more than a batch per turn: the slice goes on with the next batch and the records after it', async () => {
     vi.useRealTimers();
     // Batches of 5 records: one batch per turn would drain 5 records a turn, however long the slice.
-    const { transport, batcher, mappedPerTurn } = slowlyMappingBatcher({ ...PRESSED, maxBatchItems: 10, backpressureMs: 2 });
+    const { transport, batcher, mappedPerTurn, postedPerTurn } = slowlyMappingBatcher({ ...PRESSED, maxBatchItems: 10, backpressureMs: 2 });
     addRecords(batcher, 0, 100);
     const perTurn = await mappedPerTurn(() => batcher.forceFlush());
     expect(transport.posted.flatMap((request) => request.ids)).toHaveLength(100);
     expect(transport.posted.every((request) => request.ids.length <= 5)).toBe(true);
+    // Taken and sent in the same slice while send slots are free (concurrency 4), not one a turn.
+    expect(Math.max(...postedPerTurn())).toBeGreaterThan(1);
     // (A turn may see the end of one build and the start of the next: up to 6 records without this.)
     expect(Math.max(...perTurn)).toBeGreaterThan(2 * 5);
     expect(batcher.stats()).toMatchObject({ delivered: 100, queued: 0, inFlight: 0, queuedBytes: 0 });
