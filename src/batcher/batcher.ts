@@ -150,9 +150,9 @@ export const SLICE_BUDGET_MS = 0.25;
  * spans (~2.5 KB each) a quarter of the default 64 MiB is ~0.3 s of spans, where a healthy queue
  * waits for at most a batch (~25 ms of them). Requests in flight do not count: they are delivery
  * under way, and waiting for them alone would slow steady traffic with a small bound.
- * Measured in the 200 k-span burst (2026-11-24): with a quarter, half or 0.8 of the bound, 0 spans
- * lost each time and the same spans/s; the peak RSS is lower with a quarter (230-235 MB against
- * 258-309 MB).
+ * Measured in the 200 k-span burst (2026-11-24, with the mark then on all bytes held): with a
+ * quarter, half or 0.8 of the bound, 0 spans lost each time and the same spans/s; the peak RSS is
+ * lower with a quarter (230-235 MB against 256-309 MB).
  */
 export const BACKPRESSURE_SHARE = 0.25;
 

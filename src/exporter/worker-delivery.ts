@@ -335,12 +335,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   /**
    * Back-pressure: while `underBackpressure` (spans wait to be sent past a share of the bound, or
-   * the bound is nearly full) and the worker
-   * is delivering, sleep until its reports free enough room, for at most `backpressureMs`. What
-   * waits here is posted meanwhile. A retrying worker is not waited for; nor is one that has
-   * settled nothing for `DELIVERY_STALLED_MS` while under pressure (a service that takes requests
-   * and does not answer), so such a service costs the application that long once, not until the
-   * requests time out.
+   * the bound is nearly full) and the worker is delivering, sleep until its reports free enough
+   * room, for at most `backpressureMs`. What waits here is posted meanwhile. A retrying worker is
+   * not waited for; nor is one that has settled nothing for `DELIVERY_STALLED_MS` while under
+   * pressure (a service that takes requests and does not answer), so such a service costs the
+   * application that long once, not until the requests time out.
    */
   #waitForRoom(): void {
     const reported = this.#reported;
@@ -367,11 +366,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // bound in the ~150 ms the worker takes to load, and drop the rest.
     if (this.#worker === undefined || this.#fellBack || this.#closing || this.#exiting || this.isRetrying()) return false;
     const now = performance.now();
-    const settled = settledCount(this.#remote);
     if (!this.#underBackpressure()) {
       this.#movingSince = now;
       return false;
     }
+    const settled = settledCount(this.#remote);
     if (settled !== this.#settledSeen) {
       this.#settledSeen = settled;
       this.#movingSince = now;
