@@ -99,6 +99,11 @@ export interface Batcher<T> {
    * after this covers them. Optional: a batcher without such a thread has nothing to do.
    */
   settleForExit?(): void;
+  /**
+   * Report the drops not reported yet now, whatever the interval: the process is about to exit,
+   * and the interval's report would never come (`register()`'s exit flush calls this).
+   */
+  reportPendingDrops(): void;
 }
 
 /** The service's answer that asks for `/v2/{entity}/{project}/calls/complete` (SPEC §2.1). */
@@ -353,6 +358,10 @@ class QueueBatcher<T> implements Batcher<T> {
 
   waitingBytes(): number {
     return this.#pendingBytes;
+  }
+
+  reportPendingDrops(): void {
+    this.#reporter.report();
   }
 
   // ---- scheduling -------------------------------------------------------------------------

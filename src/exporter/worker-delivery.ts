@@ -297,6 +297,17 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     return this.#waitingBytes();
   }
 
+  /**
+   * The drops decided on this thread (admission, mostly `queue_full` in a burst) and by delivery
+   * here. The worker's own drops are reported by the worker when its flush is done (at most once
+   * per interval): forcing those would need one more message, answered after the process may
+   * have ended.
+   */
+  reportPendingDrops(): void {
+    this.#reporter.report();
+    this.#here?.reportPendingDrops();
+  }
+
   // ---- the application's side of the port ---------------------------------------------------
 
   #heldBytes(): number {

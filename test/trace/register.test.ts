@@ -232,6 +232,31 @@ console.log(JSON.stringify(tracing.exporter.stats()));
     });
   });
 
+  it.each(['main', 'worker'])('reports at exit the drops made since the last report (%s thread)', async (thread) => {
+    // The first flush reports its drops; the next ones come less than an interval (10 s) later, so
+    // only the exit can report them: the interval's timer never fires in a script that ends.
+    const run = await runScript(
+      `exit-drops-${thread}.mjs`,
+      `
+const { createRequire } = await import('node:module');
+const api = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/api');
+api.diag.setLogger(new api.DiagConsoleLogger(), api.DiagLogLevel.WARN);
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-drops', username: 'dev', password: 'pw', maxQueueBytes: 4096, deliveryThread: '${thread}' });
+const hello = trace(function hello(x) { return x + 1; });
+for (let i = 0; i < 20; i++) hello(i);
+await tracing.exporter.forceFlush();
+for (let i = 0; i < 20; i++) hello(i);
+process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats().dropped)));
+`,
+      server.url,
+    );
+    expect(run.code).toBe(0);
+    const reported = [...run.output.matchAll(/callbridge: dropped spans: queue_full=(\d+)/g)].map((match) => Number(match[1]));
+    expect(reported).toHaveLength(2);
+    expect(reported[0]! + reported[1]!).toBe(lastLine(run.output).queue_full);
+  });
+
   it('does not hold the process for the retries of a flush left waiting (worker thread), and still counts the span', async () => {
     await withUnavailableService(async (url) => {
       // The flush is started and not awaited: the script ends while it waits out a minute's backoff.
