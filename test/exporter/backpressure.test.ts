@@ -2,11 +2,13 @@
  * Back-pressure (`backpressureMs`) on both delivery threads, with real SDK spans and the real
  * exporter: a producer that makes spans faster than they are delivered is slowed in the event
  * loop's own turns (longer mapping slices on the main thread, waits for the worker), so a burst
- * past `maxQueueBytes` is kept instead of dropped; `backpressureMs: 0` keeps the old drop; a
- * failing service is never waited for.
+ * past `maxQueueBytes` is kept instead of dropped, from the first spans on and after the bound
+ * was reached; steady traffic never waits; `backpressureMs: 0` keeps the old drop; a failing
+ * service is never waited for, and a silent one only for a while.
  *
  * The local server runs in a process of its own: while this thread waits for the delivery worker,
- * a server on this thread could not answer it.
+ * a server on this thread could not answer it. One test stands a scripted worker in for delivery
+ * (`fixtures/worker-settles-in-chunks.mjs`), to pace the room it frees.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { join } from 'node:path';
@@ -17,8 +19,7 @@ import { createBatcher } from '../../src/batcher/index.js';
 import { createTransport } from '../../src/client/transport.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { createSpanCodec, estimateSpanBytes } from '../../src/exporter/span-codec.js';
-import { WorkerDelivery } from '../../src/exporter/worker-delivery.js';
-import { DELIVERY_STALLED_MS } from '../../src/exporter/worker-delivery.js';
+import { DELIVERY_STALLED_MS, WorkerDelivery } from '../../src/exporter/worker-delivery.js';
 import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
 import { killSpawned, listeningUrl, spawnNode } from '../helpers/node-process.js';
 import { readAllCalls, startFaultProxy } from './fault-proxy.js';
