@@ -66,9 +66,10 @@ export class CallbridgeExporter implements SpanExporter {
         // own timeout (30 s, the default shutdownTimeoutMs too), which may pass first. So the
         // batcher's own flush follows, and the deadline bounds both.
         const settled = await Promise.race([flush().then(() => batcher.forceFlush()).then(() => true), outOfTime]);
-        // A flush reports drops at most once per interval; at exit the next interval never comes.
-        if (settled) batcher.reportPendingDrops();
-        if (!settled) {
+        if (settled) {
+          // A flush reports drops at most once per interval; at exit the next interval never comes.
+          batcher.reportPendingDrops();
+        } else {
           // The shutdown holds the process while it gives up (its own bounded wait, and the
           // worker's answer), so what is left is counted before the process ends.
           exporter.#shutDown = true;

@@ -216,7 +216,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
     }
-    if (this.#heldBytes() + bytes > this.#options.maxQueueBytes) {
+    const held = this.#heldBytes() + bytes;
+    if (held > this.#options.maxQueueBytes) {
       this.#dropLocally('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       // The next turn waits for room all the same: a full queue is when back-pressure matters most,
       // and with everything posted no slice would otherwise run until room freed by itself.
@@ -229,7 +230,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     if (this.#postScheduled) return true;
     // Under back-pressure the next turn gets its slice (and its wait), however few spans wait:
     // a producer of a few spans per turn would otherwise fill the bound before the timer's slice.
-    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE || this.#underBackpressure()) {
+    const pressed = underBackpressure(this.#waitingBytes(), held, this.#options.maxQueueBytes);
+    if (this.#outboxCount() >= MAX_SPANS_PER_MESSAGE || pressed) {
       this.#postSoon();
     } else if (this.#postTimer === undefined) {
       this.#postTimer = setTimeout(this.#postSlice, POST_DELAY_MS);
