@@ -605,6 +605,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       worker = new Worker(this.#workerScript, {
         workerData,
         transferList: [workerEnd],
+        execArgv: workerExecArgv(process.execArgv),
         resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
       });
     } catch (error) {
@@ -730,4 +731,19 @@ function settledCount(stats: DeliveryStats): number {
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The application's Node flags for the worker (what it would inherit by default), without
+ * `--input-type`: that flag is for code given as text (`node --input-type=module -e ...`, stdin),
+ * and a worker started from a file, as ours is, refuses to start under it.
+ */
+export function workerExecArgv(execArgv: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const flag = execArgv[i]!;
+    if (flag === '--input-type') i++; // its value is the next argument
+    else if (!flag.startsWith('--input-type=')) kept.push(flag);
+  }
+  return kept;
 }

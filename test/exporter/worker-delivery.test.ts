@@ -17,7 +17,7 @@ import { createBatcher } from '../../src/batcher/index.js';
 import { createTransport } from '../../src/client/transport.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { createSpanCodec } from '../../src/exporter/span-codec.js';
-import { WorkerDelivery } from '../../src/exporter/worker-delivery.js';
+import { WorkerDelivery, workerExecArgv } from '../../src/exporter/worker-delivery.js';
 import { findWorkerScript } from '../../src/exporter/worker-script.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
@@ -395,5 +395,13 @@ describe('a delivery worker that fails', () => {
     expect(delivery.stats()).toMatchObject({ delivered: 20, queued: 0, dropped: { shutdown: 10 } });
     const calls = await readAllCalls(server.url, 'acme/worker-dies', { username: 'dev', password: 'pw' });
     expect(calls).toHaveLength(20);
+  });
+});
+
+describe('workerExecArgv', () => {
+  it("passes the application's Node flags on, except --input-type (a file worker refuses to start under it)", () => {
+    expect(workerExecArgv(['--input-type=module', '-e', 'code'])).toEqual(['-e', 'code']);
+    expect(workerExecArgv(['--input-type', 'commonjs', '--enable-source-maps'])).toEqual(['--enable-source-maps']);
+    expect(workerExecArgv(['--import', 'tsx', '--max-old-space-size=512'])).toEqual(['--import', 'tsx', '--max-old-space-size=512']);
   });
 });
