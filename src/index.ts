@@ -33,6 +33,7 @@ export type { ObjSchema } from './wire/objects.js';
 // Options and errors.
 export { DEFAULTS, DEFAULT_BASE_URL } from './options.js';
 export type { ConnectionOptions, DeliveryOptions, DeliveryThread, ExporterOptions } from './options.js';
+export type { LogLevel } from './log.js';
 export {
   CallbridgeError,
   InvalidOptionError,

@@ -5,6 +5,7 @@
  * with a message naming the option and the value received.
  */
 import { InvalidOptionError } from './errors.js';
+import { LOG_LEVELS, type LogLevel } from './log.js';
 
 const MiB = 1024 * 1024;
 
@@ -92,6 +93,14 @@ export interface DeliveryOptions {
    * @default 30000
    */
   readonly shutdownTimeoutMs?: number;
+  /**
+   * Which of callbridge's messages (a refused password, an unreachable service, dropped spans) are
+   * also printed to stderr when the application has registered no OpenTelemetry `diag` logger:
+   * `'error'`, `'warn'` (errors and warnings), `'info'` (also back-pressure and complete-mode
+   * notes) or `'none'`. With a `diag` logger registered, messages go only to it, at its level.
+   * @default env `CALLBRIDGE_LOG_LEVEL`, else 'warn'
+   */
+  readonly logLevel?: LogLevel;
 }
 
 /** Options of `new CallbridgeExporter(options)`. */
@@ -196,7 +205,7 @@ function resolveCredentials(options: ConnectionOptions, env: Env): { username: s
 }
 
 /** Resolve and validate delivery options against `DEFAULTS`. */
-export function resolveDelivery(options: DeliveryOptions = {}): ResolvedDelivery {
+export function resolveDelivery(options: DeliveryOptions = {}, env: Env = process.env): ResolvedDelivery {
   const maxBatchBytes = positiveInteger('maxBatchBytes', options.maxBatchBytes, DEFAULTS.maxBatchBytes);
   if (maxBatchBytes > MAX_BATCH_BYTES_LIMIT) {
     throw new InvalidOptionError('maxBatchBytes', `an integer from 1 to ${MAX_BATCH_BYTES_LIMIT}`, maxBatchBytes);
@@ -211,6 +220,7 @@ export function resolveDelivery(options: DeliveryOptions = {}): ResolvedDelivery
     concurrency: positiveInteger('concurrency', options.concurrency, DEFAULTS.concurrency),
     maxRetryMs: nonNegativeInteger('maxRetryMs', options.maxRetryMs, DEFAULTS.maxRetryMs),
     shutdownTimeoutMs: nonNegativeInteger('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs),
+    logLevel: resolveLogLevel(options.logLevel, env),
   };
 }
 
@@ -226,7 +236,18 @@ export function resolveExporterOptions(options: ExporterOptions = {}, env: Env =
   if (deliveryThread !== 'auto' && deliveryThread !== 'worker' && deliveryThread !== 'main') {
     throw new InvalidOptionError('deliveryThread', "'auto', 'worker' or 'main'", deliveryThread);
   }
-  return { ...resolveConnection(options, env), ...resolveDelivery(options), projectId, deliveryThread };
+  return { ...resolveConnection(options, env), ...resolveDelivery(options, env), projectId, deliveryThread };
+}
+
+/** `logLevel`: the option, else `CALLBRIDGE_LOG_LEVEL` (any case), else `'warn'`. */
+export function resolveLogLevel(option: LogLevel | undefined, env: Env = process.env): LogLevel {
+  const fromEnv = env.CALLBRIDGE_LOG_LEVEL;
+  const value = option ?? (fromEnv === undefined || fromEnv === '' ? 'warn' : fromEnv.toLowerCase());
+  if (!(LOG_LEVELS as readonly unknown[]).includes(value)) {
+    const levels = LOG_LEVELS.map((level) => `'${level}'`).join(', ');
+    throw new InvalidOptionError('logLevel', `one of ${levels} (option or CALLBRIDGE_LOG_LEVEL)`, option ?? fromEnv);
+  }
+  return value as LogLevel;
 }
 
 function firstSet(...values: Array<string | undefined>): string | undefined {

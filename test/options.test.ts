@@ -63,7 +63,7 @@ describe('resolveConnection', () => {
 
 describe('resolveDelivery', () => {
   it('fills every default', () => {
-    expect(resolveDelivery({})).toEqual({
+    expect(resolveDelivery({}, {})).toEqual({
       maxBatchItems: 1000,
       maxBatchBytes: 10 * 1024 * 1024,
       flushIntervalMs: 1000,
@@ -72,7 +72,17 @@ describe('resolveDelivery', () => {
       concurrency: 4,
       maxRetryMs: 300_000,
       shutdownTimeoutMs: 30_000,
+      logLevel: 'warn',
     });
+  });
+
+  it('takes logLevel from the option, then CALLBRIDGE_LOG_LEVEL (any case), and refuses other values', () => {
+    expect(resolveDelivery({ logLevel: 'none' }, { CALLBRIDGE_LOG_LEVEL: 'info' }).logLevel).toBe('none');
+    expect(resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: 'ERROR' }).logLevel).toBe('error');
+    expect(resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: '' }).logLevel).toBe('warn');
+    expect(() => resolveDelivery({ logLevel: 'debug' as 'info' }, {})).toThrow(/`logLevel`.*'none', 'error', 'warn', 'info'.*got "debug"/);
+    expect(() => resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: 'loud' })).toThrow(/CALLBRIDGE_LOG_LEVEL.*got "loud"/);
+    expect(() => resolveExporterOptions({ projectId: 'a/b' }, { CALLBRIDGE_LOG_LEVEL: 'warning' })).toThrow(InvalidOptionError);
   });
 
   it('keeps batches under the service body limit', () => {

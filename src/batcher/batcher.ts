@@ -14,10 +14,11 @@
  * (complete mode). A record's items always travel together (SPEC §3: start and end in the same
  * batch), so a `maxBatchItems` of 1 still carries one record's two items.
  */
-import { context, diag } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
 import PQueue from 'p-queue';
 import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
+import { createLog, type Log } from '../log.js';
 import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
 import { DROP_REPORT_INTERVAL_MS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
@@ -72,7 +73,7 @@ export interface Batcher<T> {
   add(record: T): boolean;
   /**
    * Resolve once every record added before this call is delivered or dropped, and the drops not
-   * yet reported are reported (`diag.warn`; at most once per interval). Never rejects.
+   * yet reported are reported (`diag.warn`, see log.ts; at most once per interval). Never rejects.
    */
   forceFlush(): Promise<void>;
   /**
@@ -233,6 +234,7 @@ class QueueBatcher<T> implements Batcher<T> {
   readonly #completePath: string;
   readonly #sendSlots: PQueue;
   readonly #reporter: DeliveryReporter;
+  readonly #log: Log;
   readonly #abort = new AbortController();
 
   /**
@@ -280,7 +282,8 @@ class QueueBatcher<T> implements Batcher<T> {
     const [entity = '', project = ''] = options.projectId.split('/');
     this.#completePath = `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
     this.#sendSlots = new PQueue({ concurrency: options.concurrency });
-    this.#reporter = new DeliveryReporter(options.dropReportIntervalMs);
+    this.#log = createLog(options.logLevel);
+    this.#reporter = new DeliveryReporter(this.#log, options.dropReportIntervalMs);
   }
 
   add(record: T): boolean {
@@ -335,7 +338,7 @@ class QueueBatcher<T> implements Batcher<T> {
 
   shutdown(timeoutMs = this.#options.shutdownTimeoutMs): Promise<void> {
     this.#shutdownPromise ??= this.#close(timeoutMs).catch((error: unknown) => {
-      diag.error(`callbridge: shutdown failed: ${describeError(error)}`);
+      this.#log.error(`callbridge: shutdown failed: ${describeError(error)}`);
     });
     return this.#shutdownPromise;
   }
@@ -418,7 +421,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #queueSendTask(slicer: TimeSlicer): void {
     this.#waitingTasks += 1;
     this.#sendSlots.add(() => this.#runSendTask(slicer)).catch((error: unknown) => {
-      diag.error(`callbridge: internal error in a send task: ${describeError(error)}`);
+      this.#log.error(`callbridge: internal error in a send task: ${describeError(error)}`);
     });
   }
 
@@ -468,7 +471,7 @@ class QueueBatcher<T> implements Batcher<T> {
       if (batch.length > 0) await this.#deliver(batch, Date.now());
     } catch (error) {
       // A rejected promise here is a bug of ours; the records must still be accounted for.
-      diag.error(`callbridge: internal error while delivering a batch: ${describeError(error)}`);
+      this.#log.error(`callbridge: internal error while delivering a batch: ${describeError(error)}`);
       this.#settle(batch, 'rejected', `internal error: ${describeError(error)}`);
     } finally {
       this.#inFlightBatches.delete(batch);
@@ -790,7 +793,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #switchToCompleteMode(): void {
     if (this.#mode === 'complete') return;
     this.#mode = 'complete';
-    diag.info(`callbridge: project ${this.#options.projectId} requires complete mode; sending to ${this.#completePath}`);
+    this.#log.info(`callbridge: project ${this.#options.projectId} requires complete mode; sending to ${this.#completePath}`);
   }
 
   #reportAuthOnce(outcome: Extract<SendOutcome, { kind: 'auth' }>): void {
@@ -798,17 +801,17 @@ class QueueBatcher<T> implements Batcher<T> {
     this.#authReported = true;
     const { baseUrl, username, projectId } = this.#options;
     if (username === '') {
-      diag.error(
+      this.#log.error(
         `callbridge: ${baseUrl} needs credentials and no username is set (HTTP ${outcome.status}): set the username/password or apiKey ` +
           'options, or CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or CALLBRIDGE_API_KEY (WANDB_API_KEY); spans are dropped as auth until then',
       );
     } else if (outcome.status === 403) {
-      diag.error(
+      this.#log.error(
         `callbridge: ${baseUrl} denied user "${username}" access to project ${projectId} (HTTP 403); ` +
           "spans are dropped as auth until the user is granted the project's entity",
       );
     } else {
-      diag.error(
+      this.#log.error(
         `callbridge: ${baseUrl} refused the credentials of user "${username}" (HTTP ${outcome.status}); ` +
           'spans are dropped as auth until the username/password (or API key) are fixed',
       );
@@ -827,7 +830,7 @@ class QueueBatcher<T> implements Batcher<T> {
     // Status 0: no HTTP answer at all (a TLS certificate the client refuses, say).
     const what = outcome.status === 0 ? `failed (${outcome.reason})` : `answered HTTP ${outcome.status} (${outcome.reason})`;
     const hint = outcome.status === 404 ? ': is baseUrl the root URL of the service (no path after it)?' : '';
-    diag.error(`callbridge: POST ${url} ${what}${hint}; its spans are dropped as rejected`);
+    this.#log.error(`callbridge: POST ${url} ${what}${hint}; its spans are dropped as rejected`);
   }
 
   /**
@@ -842,7 +845,7 @@ class QueueBatcher<T> implements Batcher<T> {
     if (this.#outageReportedAt !== undefined && now - this.#outageReportedAt < interval) return;
     this.#outageReportedAt = now;
     const { baseUrl, maxRetryMs } = this.#options;
-    diag.warn(`callbridge: ${baseUrl} did not take a batch (${reason}); retrying with backoff, each batch for up to ${maxRetryMs} ms`);
+    this.#log.warn(`callbridge: ${baseUrl} did not take a batch (${reason}); retrying with backoff, each batch for up to ${maxRetryMs} ms`);
   }
 
   /** Why records still held are given up at shutdown, with the failure that held them when there is one. */
@@ -940,7 +943,7 @@ class QueueBatcher<T> implements Batcher<T> {
     try {
       await this.#options.transport.close();
     } catch (error) {
-      diag.warn(`callbridge: closing the connection pool failed: ${describeError(error)}`);
+      this.#log.warn(`callbridge: closing the connection pool failed: ${describeError(error)}`);
     }
   }
 

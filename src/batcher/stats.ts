@@ -3,7 +3,7 @@
  * operator: through the OTel `diag` logger, summed over an interval, never once per span (a flood
  * of log lines about a flood of spans would harm the host twice).
  */
-import { diag } from '@opentelemetry/api';
+import type { Log } from '../log.js';
 
 /** Why a record was given up. Every record ends delivered or dropped for exactly one of these. */
 export type DropReason = 'queue_full' | 'rejected' | 'auth' | 'retries_exhausted' | 'too_large' | 'shutdown';
@@ -48,8 +48,8 @@ export interface DeliveryStats {
 export const DROP_REPORT_INTERVAL_MS = 10_000;
 
 /**
- * Sums drops by reason and reports them through `diag.warn` at most once per interval; in the
- * same report, through `diag.info`, how long back-pressure held the application's event loop
+ * Sums drops by reason and reports them as a warning at most once per interval (to `diag`, and to
+ * stderr when `diag` has no logger: see log.ts); in the same report, as `info`, how long back-pressure held the application's event loop
  * (`backpressureMs`), so that a producer slowed down by delivery can tell why. The timer exists
  * only while there is something to report, and is `unref()`ed.
  */
@@ -63,7 +63,10 @@ export class DeliveryReporter {
   /** When drops were last reported (`performance.now()`). */
   #reportedAt: number | undefined;
 
-  constructor(intervalMs: number = DROP_REPORT_INTERVAL_MS) {
+  readonly #log: Log;
+
+  constructor(log: Log, intervalMs: number = DROP_REPORT_INTERVAL_MS) {
+    this.#log = log;
     this.#intervalMs = intervalMs;
   }
 
@@ -116,7 +119,7 @@ export class DeliveryReporter {
     }
     this.#pending.clear();
     this.#lastReason.clear();
-    diag.warn(`callbridge: dropped spans: ${parts.join(', ')}`);
+    this.#log.warn(`callbridge: dropped spans: ${parts.join(', ')}`);
   }
 
   #reportBackpressure(): void {
@@ -126,7 +129,7 @@ export class DeliveryReporter {
     const over = Math.max(1, Math.round((performance.now() - since) / 1000));
     this.#backpressureMs = 0;
     this.#backpressureSince = undefined;
-    diag.info(
+    this.#log.info(
       `callbridge: spans were made faster than they could be delivered; the application's event loop ` +
         `gave ${waited} ms to delivery over the last ${over} s to keep up (backpressureMs)`,
     );

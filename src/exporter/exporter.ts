@@ -7,10 +7,10 @@
 import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { diag } from '@opentelemetry/api';
 import { createBatcher, type Batcher, type DeliveryStats } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
 import { InvalidOptionError } from '../errors.js';
+import { createLog, type Log } from '../log.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
 import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
@@ -49,6 +49,7 @@ export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<
 export class CallbridgeExporter implements SpanExporter {
   readonly #batcher: Batcher<ReadableSpan>;
   readonly #shutdownTimeoutMs: number;
+  readonly #log: Log;
   #shutDown = false;
 
   static {
@@ -84,6 +85,7 @@ export class CallbridgeExporter implements SpanExporter {
   constructor(options: ExporterOptions = {}) {
     const resolved = resolveExporterOptions(options);
     this.#shutdownTimeoutMs = resolved.shutdownTimeoutMs;
+    this.#log = createLog(resolved.logLevel);
     this.#batcher = createDelivery(resolved);
   }
 
@@ -105,7 +107,7 @@ export class CallbridgeExporter implements SpanExporter {
     try {
       resultCallback(result);
     } catch (error) {
-      diag.error(`callbridge: the span processor's export callback threw: ${String(error)}`);
+      this.#log.error(`callbridge: the span processor's export callback threw: ${String(error)}`);
     }
   }
 

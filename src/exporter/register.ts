@@ -16,7 +16,7 @@
  * the batcher where it sends, so it is not repeated per span here. `'simple'` and `'batch'` remain
  * available for users who want the SDK's processors.
  */
-import { context, diag, propagation, trace as otelTrace, TraceFlags } from '@opentelemetry/api';
+import { context, propagation, trace as otelTrace, TraceFlags } from '@opentelemetry/api';
 import type { Context, ProxyTracerProvider } from '@opentelemetry/api';
 import {
   BatchSpanProcessor,
@@ -25,7 +25,8 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { InvalidOptionError } from '../errors.js';
-import type { ExporterOptions } from '../options.js';
+import { createLog, type Log } from '../log.js';
+import { resolveLogLevel, type ExporterOptions } from '../options.js';
 import { CallbridgeExporter, flushBeforeExit } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
@@ -84,9 +85,10 @@ export function register(options: RegisterOptions = {}): Tracing {
     throw new InvalidOptionError('spanProcessor', "'direct', 'simple' or 'batch'", spanProcessor);
   }
   const exporter = new CallbridgeExporter(exporterOptions);
-  const processor = createProcessor(spanProcessor, exporter);
+  const log = createLog(resolveLogLevel(exporterOptions.logLevel));
+  const processor = createProcessor(spanProcessor, exporter, log);
   const provider = new NodeTracerProvider({ spanProcessors: [processor] });
-  const ownsGlobal = global && registerGlobally(provider);
+  const ownsGlobal = global && registerGlobally(provider, log);
 
   const forceFlush = async (): Promise<void> => {
     try {
@@ -94,11 +96,11 @@ export function register(options: RegisterOptions = {}): Tracing {
       await provider.forceFlush();
       await exporter.forceFlush();
     } catch (error) {
-      diag.error(`callbridge: flush failed: ${String(error)}`);
+      log.error(`callbridge: flush failed: ${String(error)}`);
     }
   };
 
-  const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush)) : undefined;
+  const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush), log) : undefined;
   exitFlush?.install();
 
   let shuttingDown: Promise<void> | undefined;
@@ -108,7 +110,7 @@ export function register(options: RegisterOptions = {}): Tracing {
       try {
         await provider.shutdown();
       } catch (error) {
-        diag.error(`callbridge: shutdown failed: ${String(error)}`);
+        log.error(`callbridge: shutdown failed: ${String(error)}`);
       }
       if (ownsGlobal && currentGlobalProvider() === provider) {
         otelTrace.disable();
@@ -122,8 +124,8 @@ export function register(options: RegisterOptions = {}): Tracing {
   return { provider, exporter, forceFlush, shutdown };
 }
 
-function createProcessor(kind: 'direct' | 'simple' | 'batch', exporter: SpanExporter): CountingProcessor {
-  if (kind === 'direct') return new DirectSpanProcessor(exporter);
+function createProcessor(kind: 'direct' | 'simple' | 'batch', exporter: SpanExporter, log: Log): CountingProcessor {
+  if (kind === 'direct') return new DirectSpanProcessor(exporter, log);
   return new CountedProcessor(kind === 'simple' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter));
 }
 
@@ -136,7 +138,10 @@ class DirectSpanProcessor implements CountingProcessor {
   endedSpans = 0;
   #shutDown = false;
 
-  constructor(private readonly exporter: SpanExporter) {}
+  constructor(
+    private readonly exporter: SpanExporter,
+    private readonly log: Log,
+  ) {}
 
   onStart(_span: Span, _parentContext: Context): void {}
 
@@ -147,7 +152,7 @@ class DirectSpanProcessor implements CountingProcessor {
       this.exporter.export([span], ignoreResult);
     } catch (error) {
       // export() runs inside the user's span.end(): nothing may escape into their code (SPEC §4.12).
-      diag.error(`callbridge: export failed: ${String(error)}`);
+      this.log.error(`callbridge: export failed: ${String(error)}`);
     }
   }
 
@@ -193,7 +198,7 @@ class CountedProcessor implements CountingProcessor {
  * process for at most `shutdownTimeoutMs` (a batch in a long backoff is then dropped as `shutdown`,
  * counted, see `flushBeforeExit`); otherwise this hook never keeps a process alive by itself.
  */
-function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>) {
+function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>, log: Log) {
   let flushing = false;
   let flushedUpTo = 0;
   const onBeforeExit = (): void => {
@@ -205,7 +210,7 @@ function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise
         flushing = false;
       });
     } catch (error) {
-      diag.error(`callbridge: exit flush failed: ${String(error)}`);
+      log.error(`callbridge: exit flush failed: ${String(error)}`);
     }
   };
   return {
@@ -215,10 +220,10 @@ function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise
 }
 
 /** Register `provider` as the global one; false (with a warning) when another already is. */
-function registerGlobally(provider: NodeTracerProvider): boolean {
+function registerGlobally(provider: NodeTracerProvider, log: Log): boolean {
   provider.register();
   if (currentGlobalProvider() === provider) return true;
-  diag.warn('callbridge: another tracer provider is already registered globally; register() did not replace it');
+  log.warn('callbridge: another tracer provider is already registered globally; register() did not replace it');
   return false;
 }
 

@@ -35,6 +35,7 @@ import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { settleWithin, underBackpressure, type Batcher } from '../batcher/batcher.js';
 import { DROP_REASONS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
+import { createLog, type Log } from '../log.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
@@ -127,7 +128,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #workerScript: URL;
   readonly #createFallback: () => Batcher<ReadableSpan>;
   readonly #readyTimeoutMs: number;
-  readonly #reporter = new DeliveryReporter();
+  readonly #log: Log;
+  readonly #reporter: DeliveryReporter;
 
   #worker: Worker | undefined;
   /** The worker has loaded and listens: spans are posted to it only from then on. */
@@ -197,6 +199,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#workerScript = workerScript;
     this.#createFallback = createFallback;
     this.#readyTimeoutMs = readyTimeoutMs;
+    this.#log = createLog(options.logLevel);
+    this.#reporter = new DeliveryReporter(this.#log);
   }
 
   add(span: ReadableSpan): boolean {
@@ -268,7 +272,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {
     this.#shutdownPromise ??= this.#close(timeoutMs).catch((error: unknown) => {
-      diag.error(`callbridge: shutdown failed: ${describeError(error)}`);
+      this.#log.error(`callbridge: shutdown failed: ${describeError(error)}`);
     });
     return this.#shutdownPromise;
   }
@@ -565,7 +569,9 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         break;
       }
       case 'diag':
-        diag[message.level](message.message);
+        // The worker's own messages: printed here too when the application has no diag logger.
+        if (message.level === 'debug' || message.level === 'verbose') diag[message.level](message.message);
+        else this.#log[message.level](message.message);
         break;
     }
   }
@@ -657,7 +663,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#remoteRetrying = false;
     this.#remoteWaitingBytes = 0;
     if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
-    diag.error(
+    this.#log.error(
       `callbridge: the delivery worker ${reason}; delivering on the application's thread from now on` +
         (lost > 0 ? ` (${lost} spans it held are dropped as shutdown)` : ''),
     );

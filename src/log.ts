@@ -1,0 +1,58 @@
+/**
+ * Where callbridge's own messages go: a refused password, a service that cannot be reached,
+ * spans dropped (SPEC §4.1, §4.8).
+ *
+ * Every message goes to the OpenTelemetry `diag` logger, as SPEC §4 asks. But `diag` says nothing
+ * until the application registers a logger (`diag.setLogger`), and most do not: a wrong password
+ * or a service that is not running would then go unnoticed while every span is dropped. So when no
+ * `diag` logger is registered, messages from `logLevel` up are also written to stderr (what
+ * Langfuse's and LangSmith's SDKs do by default). With a logger registered they go only there,
+ * filtered by its own level, so nothing is said twice.
+ */
+import { diag } from '@opentelemetry/api';
+
+/** Levels of `logLevel`, from quietest: `'none'` prints nothing, `'info'` everything. */
+export const LOG_LEVELS = ['none', 'error', 'warn', 'info'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type MessageLevel = Exclude<LogLevel, 'none'>;
+
+/** A sink for one exporter's messages, printing from its `logLevel` up when `diag` has no logger. */
+export interface Log {
+  error(message: string): void;
+  warn(message: string): void;
+  info(message: string): void;
+}
+
+/**
+ * Where `@opentelemetry/api` keeps its globals (one slot per major version, shared by every copy of
+ * the package in the process); `diag.setLogger` fills its `diag` member, `diag.disable` empties it.
+ * The API has no public way to ask; should this slot ever move, the only effect is that messages
+ * are printed as well as logged.
+ */
+const OTEL_API_GLOBALS = Symbol.for('opentelemetry.js.api.1');
+
+/** Whether the application (or a worker's forwarding logger) has registered a `diag` logger. */
+export function hasDiagLogger(): boolean {
+  const globals = (globalThis as Record<symbol, { diag?: unknown } | undefined>)[OTEL_API_GLOBALS];
+  return globals?.diag !== undefined;
+}
+
+export function createLog(level: LogLevel): Log {
+  const printsFrom = LOG_LEVELS.indexOf(level);
+  const say = (messageLevel: MessageLevel, message: string): void => {
+    diag[messageLevel](message);
+    if (printsFrom < LOG_LEVELS.indexOf(messageLevel) || hasDiagLogger()) return;
+    try {
+      // stderr, never stdout: stdout is the application's output (a CLI's, a pipe's).
+      if (messageLevel === 'error') console.error(message);
+      else console.warn(message);
+    } catch {
+      // A replaced console that throws must not turn a report into the application's exception.
+    }
+  };
+  return {
+    error: (message) => say('error', message),
+    warn: (message) => say('warn', message),
+    info: (message) => say('info', message),
+  };
+}

@@ -1,0 +1,128 @@
+/**
+ * Where callbridge's messages go (src/log.ts): to `diag` always, and to stderr from `logLevel` up
+ * when the application has registered no `diag` logger. The unit tests watch `console` (what the
+ * fallback writes to); the scripts run the built package in a child process against the real
+ * local server with a wrong password, the mistake a new user makes first, on both delivery threads.
+ */
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { diag, DiagLogLevel } from '@opentelemetry/api';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createLog, hasDiagLogger } from '../../src/log.js';
+import { killSpawned, spawnNode } from '../helpers/node-process.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+describe('createLog', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    diag.disable();
+  });
+
+  function watchConsole() {
+    return { error: vi.spyOn(console, 'error').mockImplementation(() => {}), warn: vi.spyOn(console, 'warn').mockImplementation(() => {}) };
+  }
+
+  it('prints errors and warnings to stderr by default when no diag logger is registered', () => {
+    const printed = watchConsole();
+    expect(hasDiagLogger()).toBe(false);
+    const log = createLog('warn');
+    log.error('callbridge: refused');
+    log.warn('callbridge: dropped');
+    log.info('callbridge: back-pressure');
+    expect(printed.error.mock.calls).toEqual([['callbridge: refused']]);
+    expect(printed.warn.mock.calls).toEqual([['callbridge: dropped']]);
+  });
+
+  it('prints from the level asked for: none, error, info', () => {
+    const printed = watchConsole();
+    for (const level of ['none', 'error', 'info'] as const) {
+      const log = createLog(level);
+      log.error(`${level}: error`);
+      log.warn(`${level}: warn`);
+      log.info(`${level}: info`);
+    }
+    expect(printed.error.mock.calls.flat()).toEqual(['error: error', 'info: error']);
+    expect(printed.warn.mock.calls.flat()).toEqual(['info: warn', 'info: info']);
+  });
+
+  it('with a diag logger registered, says everything there (at its level) and prints nothing', () => {
+    const printed = watchConsole();
+    const logged: string[] = [];
+    const logger = { error: (m: string) => logged.push(`error ${m}`), warn: (m: string) => logged.push(`warn ${m}`), info: (m: string) => logged.push(`info ${m}`), debug: () => {}, verbose: () => {} };
+    diag.setLogger(logger, DiagLogLevel.WARN);
+    expect(hasDiagLogger()).toBe(true);
+    const log = createLog('info');
+    log.error('a');
+    log.warn('b');
+    log.info('c');
+    expect(logged).toEqual(['error a', 'warn b']);
+    expect(printed.error).not.toHaveBeenCalled();
+    expect(printed.warn).not.toHaveBeenCalled();
+
+    diag.disable();
+    log.warn('d');
+    expect(printed.warn.mock.calls).toEqual([['d']]);
+  });
+
+  it('never throws when the console it prints to does', () => {
+    vi.spyOn(console, 'error').mockImplementation(() => {
+      throw new Error('console is broken');
+    });
+    expect(() => createLog('warn').error('callbridge: refused')).not.toThrow();
+  });
+});
+
+describe('a script with a wrong password', () => {
+  const entry = pathToFileURL(join(import.meta.dirname, '..', '..', 'dist', 'index.js')).href;
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.close());
+  afterEach(killSpawned);
+
+  /** Five traced calls sent with a wrong password, as a script that then simply ends. */
+  async function run(deliveryThread: 'main' | 'worker', { env = {}, diagLogger = false } = {}) {
+    const source = `
+const { diag, DiagLogLevel } = await import('@opentelemetry/api');
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const logged = [];
+if (${diagLogger}) diag.setLogger({ error: (m) => logged.push(m), warn: (m) => logged.push(m), info() {}, debug() {}, verbose() {} }, DiagLogLevel.WARN);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/logs', username: 'dev', password: 'wrong', deliveryThread: '${deliveryThread}' });
+const hello = trace(function hello(x) { return x + 1; });
+for (let i = 0; i < 5; i++) hello(i);
+process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.stats().dropped.auth, logged })));
+`;
+    // Run from the repository, so that the script's own import of '@opentelemetry/api' resolves.
+    const child = spawnNode(['--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: entry, SERVER_URL: server.url, CALLBRIDGE_LOG_LEVEL: '', ...env });
+    const exit = await child.exited();
+    expect(exit.code).toBe(0);
+    const result = JSON.parse(child.stdout().trim()) as { dropped: number; logged: string[] };
+    expect(result.dropped).toBe(5);
+    return { stderr: child.stderr(), logged: result.logged };
+  }
+
+  const refused = /refused the credentials of user "dev" \(HTTP 401\)/;
+
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`says so on stderr once, with the drops (${deliveryThread} thread)`, async () => {
+      const { stderr } = await run(deliveryThread);
+      const lines = stderr.trim().split('\n');
+      expect(lines.filter((line) => refused.test(line))).toHaveLength(1);
+      expect(lines.filter((line) => line.includes('callbridge: dropped spans: auth=5'))).toHaveLength(1);
+      expect(lines).toHaveLength(2);
+    });
+
+    it(`says it only to the application's diag logger when there is one (${deliveryThread} thread)`, async () => {
+      const { stderr, logged } = await run(deliveryThread, { diagLogger: true });
+      expect(stderr).toBe('');
+      expect(logged.filter((line) => refused.test(line))).toHaveLength(1);
+      expect(logged.filter((line) => line.includes('dropped spans: auth=5'))).toHaveLength(1);
+    });
+  }
+
+  it('prints nothing with CALLBRIDGE_LOG_LEVEL=none, and still counts the drops', async () => {
+    const { stderr } = await run('worker', { env: { CALLBRIDGE_LOG_LEVEL: 'none' } });
+    expect(stderr).toBe('');
+  });
+});
