@@ -37,6 +37,24 @@ export function hasDiagLogger(): boolean {
   return globals?.diag !== undefined;
 }
 
+/** Longest message printed: a server's reason is its own text, of any length. */
+export const MAX_PRINTED_CHARS = 2000;
+
+/**
+ * Characters that could make a printed message more than one line or drive the terminal: C0 and C1
+ * controls (ANSI escape sequences start with ESC), line and paragraph separators, and the bidi
+ * overrides that reorder what is shown. A server's reason is quoted in messages verbatim.
+ */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** `message` as it is printed: cut at `MAX_PRINTED_CHARS`, with unprintable characters as `\uXXXX`. */
+export function printable(message: string): string {
+  const over = message.length - MAX_PRINTED_CHARS;
+  const cut = over > 0 ? `${message.slice(0, MAX_PRINTED_CHARS)}…[${over} more characters]` : message;
+  return cut.replace(UNPRINTABLE, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The `Log` of one exporter: to `diag` always; printed from `level` up while `diag` has no logger. */
 export function createLog(level: LogLevel): Log {
   const printsFrom = LOG_LEVELS.indexOf(level);
   const say = (messageLevel: MessageLevel, message: string): void => {
@@ -44,8 +62,9 @@ export function createLog(level: LogLevel): Log {
     if (printsFrom < LOG_LEVELS.indexOf(messageLevel) || hasDiagLogger()) return;
     try {
       // stderr, never stdout: stdout is the application's output (a CLI's, a pipe's).
-      if (messageLevel === 'error') console.error(message);
-      else console.warn(message);
+      // '%s': the message is data, never a format string.
+      if (messageLevel === 'error') console.error('%s', printable(message));
+      else console.warn('%s', printable(message));
     } catch {
       // A replaced console that throws must not turn a report into the application's exception.
     }

@@ -5,10 +5,11 @@
  * local server with a wrong password, the mistake a new user makes first, on both delivery threads.
  */
 import { join } from 'node:path';
+import { format } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createLog, hasDiagLogger } from '../../src/log.js';
+import { createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
 import { killSpawned, spawnNode } from '../helpers/node-process.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -18,8 +19,12 @@ describe('createLog', () => {
     diag.disable();
   });
 
+  /** What the fallback prints, line by line, per console method. */
   function watchConsole() {
-    return { error: vi.spyOn(console, 'error').mockImplementation(() => {}), warn: vi.spyOn(console, 'warn').mockImplementation(() => {}) };
+    const error = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const lines = (spy: typeof error) => spy.mock.calls.map((args) => format(...args));
+    return { error: () => lines(error), warn: () => lines(warn) };
   }
 
   it('prints errors and warnings to stderr by default when no diag logger is registered', () => {
@@ -29,8 +34,8 @@ describe('createLog', () => {
     log.error('callbridge: refused');
     log.warn('callbridge: dropped');
     log.info('callbridge: back-pressure');
-    expect(printed.error.mock.calls).toEqual([['callbridge: refused']]);
-    expect(printed.warn.mock.calls).toEqual([['callbridge: dropped']]);
+    expect(printed.error()).toEqual(['callbridge: refused']);
+    expect(printed.warn()).toEqual(['callbridge: dropped']);
   });
 
   it('prints from the level asked for: none, error, info', () => {
@@ -41,8 +46,8 @@ describe('createLog', () => {
       log.warn(`${level}: warn`);
       log.info(`${level}: info`);
     }
-    expect(printed.error.mock.calls.flat()).toEqual(['error: error', 'info: error']);
-    expect(printed.warn.mock.calls.flat()).toEqual(['info: warn', 'info: info']);
+    expect(printed.error()).toEqual(['error: error', 'info: error']);
+    expect(printed.warn()).toEqual(['info: warn', 'info: info']);
   });
 
   it('with a diag logger registered, says everything there (at its level) and prints nothing', () => {
@@ -56,12 +61,31 @@ describe('createLog', () => {
     log.warn('b');
     log.info('c');
     expect(logged).toEqual(['error a', 'warn b']);
-    expect(printed.error).not.toHaveBeenCalled();
-    expect(printed.warn).not.toHaveBeenCalled();
+    expect(printed.error()).toEqual([]);
+    expect(printed.warn()).toEqual([]);
 
     diag.disable();
     log.warn('d');
-    expect(printed.warn.mock.calls).toEqual([['d']]);
+    expect(printed.warn()).toEqual(['d']);
+  });
+
+  it("prints a server's hostile reason as one inert line of bounded length; diag gets it as it came", () => {
+    const printed = watchConsole();
+    const logged: string[] = [];
+    const hostile = 'callbridge: rejected (last: \u001b[2J\u001b[31mfake\r\nsecond line \u202eevil %s %d %%)';
+    createLog('warn').warn(hostile);
+    expect(printed.warn()).toEqual([
+      'callbridge: rejected (last: \\u001b[2J\\u001b[31mfake\\u000d\\u000asecond line \\u202eevil %s %d %%)',
+    ]);
+
+    createLog('warn').warn(`callbridge: ${'x'.repeat(MAX_PRINTED_CHARS * 5)}`);
+    const long = printed.warn()[1]!;
+    expect(long).toHaveLength(MAX_PRINTED_CHARS + '…[8012 more characters]'.length);
+    expect(long.endsWith('…[8012 more characters]')).toBe(true);
+
+    diag.setLogger({ error() {}, warn: (m: string) => logged.push(m), info() {}, debug() {}, verbose() {} }, DiagLogLevel.WARN);
+    createLog('warn').warn(hostile);
+    expect(logged).toEqual([hostile]);
   });
 
   it('never throws when the console it prints to does', () => {
