@@ -121,6 +121,14 @@ export interface ExporterOptions extends ConnectionOptions, DeliveryOptions {
    * @default 'auto'
    */
   readonly deliveryThread?: DeliveryThread;
+  /**
+   * Flush on the process's `beforeExit`, so a script that simply ends loses nothing: the spans
+   * this exporter was given are delivered (at most `shutdownTimeoutMs`, then counted as
+   * `shutdown`). Spans still in a `BatchSpanProcessor`'s buffer are not the exporter's yet: flush
+   * the provider first, or use `register()`, whose exit flush does both.
+   * @default true
+   */
+  readonly flushOnExit?: boolean;
 }
 
 /** Which thread delivers spans: see {@link ExporterOptions.deliveryThread}. */
@@ -161,6 +169,7 @@ export type ResolvedDelivery = Required<DeliveryOptions>;
 export interface ResolvedExporterOptions extends ResolvedConnection, ResolvedDelivery {
   readonly projectId: string;
   readonly deliveryThread: DeliveryThread;
+  readonly flushOnExit: boolean;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -236,7 +245,9 @@ export function resolveExporterOptions(options: ExporterOptions = {}, env: Env =
   if (deliveryThread !== 'auto' && deliveryThread !== 'worker' && deliveryThread !== 'main') {
     throw new InvalidOptionError('deliveryThread', "'auto', 'worker' or 'main'", deliveryThread);
   }
-  return { ...resolveConnection(options, env), ...resolveDelivery(options, env), projectId, deliveryThread };
+  const flushOnExit = options.flushOnExit ?? true;
+  if (typeof flushOnExit !== 'boolean') throw new InvalidOptionError('flushOnExit', 'a boolean', flushOnExit);
+  return { ...resolveConnection(options, env), ...resolveDelivery(options, env), projectId, deliveryThread, flushOnExit };
 }
 
 /** `logLevel`: the option, else `CALLBRIDGE_LOG_LEVEL` (any case), else `'warn'`. */

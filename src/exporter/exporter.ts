@@ -12,6 +12,7 @@ import { createTransport } from '../client/transport.js';
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
+import { watchExit, type ExitParticipant } from './exit-watch.js';
 import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
@@ -50,6 +51,15 @@ export class CallbridgeExporter implements SpanExporter {
   readonly #batcher: Batcher<ReadableSpan>;
   readonly #shutdownTimeoutMs: number;
   readonly #log: Log;
+  readonly #flushOnExit: boolean;
+  /** Held here: the exit watch only keeps a `WeakRef` to it. */
+  readonly #exitParticipant: ExitParticipant;
+  readonly #unwatchExit: () => void;
+  /** Spans given to `export()`, and how many of them an exit flush has already covered. */
+  #exported = 0;
+  #exitFlushedUpTo = 0;
+  #exitFlushing = false;
+  #lossAtExitReported = false;
   #shutDown = false;
 
   static {
@@ -86,7 +96,13 @@ export class CallbridgeExporter implements SpanExporter {
     const resolved = resolveExporterOptions(options);
     this.#shutdownTimeoutMs = resolved.shutdownTimeoutMs;
     this.#log = createLog(resolved.logLevel);
+    this.#flushOnExit = resolved.flushOnExit;
     this.#batcher = createDelivery(resolved);
+    this.#exitParticipant = {
+      flushBeforeExit: () => this.#flushBeforeExit(),
+      reportLostAtExit: () => this.#reportLostAtExit(),
+    };
+    this.#unwatchExit = watchExit(this.#exitParticipant);
   }
 
   /**
@@ -96,6 +112,7 @@ export class CallbridgeExporter implements SpanExporter {
   export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
     let result: ExportResult;
     try {
+      this.#exported += spans.length;
       for (const span of spans) this.#batcher.add(span);
       result = this.#shutDown
         ? { code: ExportResultCode.FAILED, error: new Error('callbridge: the exporter was shut down') }
@@ -122,12 +139,35 @@ export class CallbridgeExporter implements SpanExporter {
    */
   shutdown(): Promise<void> {
     this.#shutDown = true;
+    this.#unwatchExit();
     return this.#batcher.shutdown();
   }
 
   /** Delivery counters (SPEC §4.1): queued, in flight, delivered, retried, dropped by reason. */
   stats(): DeliveryStats {
     return this.#batcher.stats();
+  }
+
+  /** `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts). */
+  #flushBeforeExit(): void {
+    if (!this.#flushOnExit || this.#shutDown || this.#exitFlushing || this.#exported === this.#exitFlushedUpTo) return;
+    this.#exitFlushing = true;
+    this.#exitFlushedUpTo = this.#exported;
+    // The batcher's own flush is what flushBeforeExit awaits; there is no processor to flush here.
+    void flushBeforeExit(this, () => Promise.resolve()).finally(() => {
+      this.#exitFlushing = false;
+    });
+  }
+
+  /** `exit`: nothing can be sent any more; what is still held is lost, and is said to be. */
+  #reportLostAtExit(): void {
+    const { queued, inFlight } = this.#batcher.stats();
+    if (queued + inFlight === 0 || this.#lossAtExitReported) return;
+    this.#lossAtExitReported = true;
+    this.#log.warn(
+      `callbridge: the process exited with ${queued + inFlight} spans not yet delivered; they are lost ` +
+        '(await forceFlush() or shutdown() before process.exit())',
+    );
   }
 }
 

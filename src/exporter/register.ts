@@ -45,7 +45,8 @@ export interface RegisterOptions extends ExporterOptions {
    */
   readonly spanProcessor?: 'direct' | 'simple' | 'batch';
   /**
-   * Flush on the process's `beforeExit`, so a short script that simply ends loses nothing.
+   * Flush on the process's `beforeExit`, so a short script that simply ends loses nothing: the
+   * provider (a `'batch'` processor's buffer), then the exporter.
    * @default true
    */
   readonly flushOnExit?: boolean;
@@ -84,7 +85,8 @@ export function register(options: RegisterOptions = {}): Tracing {
   if (spanProcessor !== 'direct' && spanProcessor !== 'simple' && spanProcessor !== 'batch') {
     throw new InvalidOptionError('spanProcessor', "'direct', 'simple' or 'batch'", spanProcessor);
   }
-  const exporter = new CallbridgeExporter(exporterOptions);
+  // The exit flush below covers the exporter too: it flushes the provider first.
+  const exporter = new CallbridgeExporter({ ...exporterOptions, flushOnExit: false });
   const log = createLog(resolveLogLevel(exporterOptions.logLevel));
   const processor = createProcessor(spanProcessor, exporter, log);
   const provider = new NodeTracerProvider({ spanProcessors: [processor] });

@@ -4,13 +4,12 @@
  * fallback writes to); the scripts run the built package in a child process against the real
  * local server with a wrong password, the mistake a new user makes first, on both delivery threads.
  */
-import { join } from 'node:path';
 import { format } from 'node:util';
-import { pathToFileURL } from 'node:url';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
-import { killSpawned, spawnNode } from '../helpers/node-process.js';
+import { killSpawned } from '../helpers/node-process.js';
+import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 describe('createLog', () => {
@@ -97,7 +96,6 @@ describe('createLog', () => {
 });
 
 describe('a script with a wrong password', () => {
-  const entry = pathToFileURL(join(import.meta.dirname, '..', '..', 'dist', 'index.js')).href;
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServer();
@@ -117,13 +115,11 @@ const hello = trace(function hello(x) { return x + 1; });
 for (let i = 0; i < 5; i++) hello(i);
 process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.stats().dropped.auth, logged })));
 `;
-    // Run from the repository, so that the script's own import of '@opentelemetry/api' resolves.
-    const child = spawnNode(['--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: entry, SERVER_URL: server.url, CALLBRIDGE_LOG_LEVEL: '', ...env });
-    const exit = await child.exited();
-    expect(exit.code).toBe(0);
-    const result = JSON.parse(child.stdout().trim()) as { dropped: number; logged: string[] };
+    const script = await runPackageScript(source, { SERVER_URL: server.url, ...env });
+    expect(script.code).toBe(0);
+    const result = JSON.parse(script.stdout.trim()) as { dropped: number; logged: string[] };
     expect(result.dropped).toBe(5);
-    return { stderr: child.stderr(), logged: result.logged };
+    return { stderr: script.stderr, logged: result.logged };
   }
 
   const refused = /refused the credentials of user "dev" \(HTTP 401\)/;

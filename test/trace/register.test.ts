@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { trace as otelTrace } from '@opentelemetry/api';
 import type { ProxyTracerProvider } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CallbridgeExporter } from '../../src/exporter/exporter.js';
 import { register } from '../../src/exporter/register.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { trace } from '../../src/trace/index.js';
@@ -56,6 +57,8 @@ const globalDelegate = () => (otelTrace.getTracerProvider() as ProxyTracerProvid
 
 describe('register()', () => {
   it('with global: false delivers spans of its own provider and leaves the globals alone', async () => {
+    // Exporters share one exit listener, added once per process; register()'s own comes and goes.
+    await new CallbridgeExporter({ projectId: 'acme/local', deliveryThread: 'main' }).shutdown();
     const listenersBefore = process.listenerCount('beforeExit');
     const tracing = register({
       baseUrl: server.url,

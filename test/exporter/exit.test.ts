@@ -1,0 +1,110 @@
+/**
+ * The end of the process for an exporter used without `register()` (src/exporter/exit-watch.ts):
+ * a script that simply ends delivers what the exporter was given (behind `SimpleSpanProcessor`,
+ * or `BatchSpanProcessor` after `provider.forceFlush()`), unless `flushOnExit` is false; a
+ * `process.exit()` that leaves spans behind says how many are lost. Child scripts run the built
+ * package against the real local server, on both delivery threads.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { InvalidOptionError } from '../../src/errors.js';
+import { killSpawned } from '../helpers/node-process.js';
+import { runPackageScript } from '../helpers/package-script.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { readAllCalls } from './fault-proxy.js';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+afterEach(killSpawned);
+
+interface ScriptOptions {
+  readonly project: string;
+  readonly deliveryThread: 'main' | 'worker';
+  readonly processor: 'simple' | 'batch';
+  /** Code run after the five spans have ended. */
+  readonly then?: string;
+  readonly exporterOptions?: string;
+}
+
+/** Five spans through `new CallbridgeExporter(...)` behind the application's own processor. */
+function exporterScript({ project, deliveryThread, processor, then = '', exporterOptions = '' }: ScriptOptions): string {
+  return `
+const { NodeTracerProvider, SimpleSpanProcessor, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-node');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', deliveryThread: '${deliveryThread}', ${exporterOptions} });
+const provider = new NodeTracerProvider({ spanProcessors: [new ${processor === 'simple' ? 'SimpleSpanProcessor' : 'BatchSpanProcessor'}(exporter)] });
+const tracer = provider.getTracer('exit-test');
+for (let i = 0; i < 5; i++) tracer.startSpan('step-' + i).end();
+process.on('exit', () => console.log(JSON.stringify(exporter.stats())));
+${then}
+`;
+}
+
+async function run(options: ScriptOptions) {
+  const script = await runPackageScript(exporterScript(options), { SERVER_URL: server.url });
+  expect(script.code).toBe(0);
+  const stats = JSON.parse(script.stdout.trim().split('\n').at(-1)!) as ReturnType<CallbridgeExporter['stats']>;
+  const stored = await readAllCalls(server.url, options.project, server);
+  return { stats, stored: stored.length, stderr: script.stderr };
+}
+
+describe('an exporter of your own provider, when the script ends', () => {
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`delivers what it was given behind SimpleSpanProcessor (${deliveryThread} thread)`, async () => {
+      const result = await run({ project: `acme/exit-simple-${deliveryThread}`, deliveryThread, processor: 'simple' });
+      expect(result).toMatchObject({ stored: 5, stats: { delivered: 5, queued: 0, inFlight: 0 }, stderr: '' });
+    });
+
+    it(`delivers behind BatchSpanProcessor once the provider is flushed (${deliveryThread} thread)`, async () => {
+      const result = await run({ project: `acme/exit-batch-${deliveryThread}`, deliveryThread, processor: 'batch', then: 'await provider.forceFlush();' });
+      expect(result).toMatchObject({ stored: 5, stats: { delivered: 5, queued: 0 }, stderr: '' });
+    });
+  }
+
+  it('with flushOnExit: false, delivers nothing and says that the spans are lost', async () => {
+    const result = await run({ project: 'acme/exit-off', deliveryThread: 'main', processor: 'simple', exporterOptions: 'flushOnExit: false' });
+    expect(result).toMatchObject({ stored: 0, stats: { delivered: 0, queued: 5 } });
+    expect(result.stderr.trim()).toBe(
+      'callbridge: the process exited with 5 spans not yet delivered; they are lost (await forceFlush() or shutdown() before process.exit())',
+    );
+  });
+});
+
+describe('process.exit() with spans not delivered', () => {
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`says how many are lost, once (${deliveryThread} thread; exporter or register())`, async () => {
+      const bare = await run({ project: `acme/exit-now-${deliveryThread}`, deliveryThread, processor: 'simple', then: 'process.exit(0);' });
+      expect(bare.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost \(.*\)$/);
+
+      const registered = await runPackageScript(
+        `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-register', username: 'dev', password: 'pw', deliveryThread: '${deliveryThread}' });
+for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
+process.exit(0);
+`,
+        { SERVER_URL: server.url },
+      );
+      expect(registered.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost/);
+    });
+  }
+
+  it('says nothing when everything was flushed first', async () => {
+    const result = await run({ project: 'acme/exit-flushed', deliveryThread: 'worker', processor: 'simple', then: 'await exporter.forceFlush(); process.exit(0);' });
+    expect(result).toMatchObject({ stored: 5, stderr: '' });
+  });
+});
+
+describe('the exit watch', () => {
+  it('adds one beforeExit and one exit listener for any number of exporters, and checks flushOnExit', async () => {
+    const before = { beforeExit: process.listenerCount('beforeExit'), exit: process.listenerCount('exit') };
+    const exporters = Array.from({ length: 20 }, () => new CallbridgeExporter({ projectId: 'acme/watch', deliveryThread: 'main' }));
+    expect(process.listenerCount('beforeExit')).toBeLessThanOrEqual(before.beforeExit + 1);
+    expect(process.listenerCount('exit')).toBeLessThanOrEqual(before.exit + 1);
+    await Promise.all(exporters.map((exporter) => exporter.shutdown()));
+    expect(() => new CallbridgeExporter({ projectId: 'acme/watch', flushOnExit: 'yes' as unknown as boolean })).toThrow(InvalidOptionError);
+  });
+});
