@@ -5,10 +5,13 @@
  * Every message goes to the OpenTelemetry `diag` logger, as SPEC §4 asks. But `diag` says nothing
  * until the application registers a logger (`diag.setLogger`), and most do not: a wrong password
  * or a service that is not running would then go unnoticed while every span is dropped. So when no
- * `diag` logger is registered, messages from `logLevel` up are also written to stderr (what
- * Langfuse's and LangSmith's SDKs do by default). With a logger registered they go only there,
+ * `diag` logger is registered, messages from `logLevel` up are also written to stderr. With a
+ * logger registered they go only there,
  * filtered by its own level, so nothing is said twice.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { diag } from '@opentelemetry/api';
 
 /** Levels of `logLevel`, from quietest: `'none'` prints nothing, `'info'` everything. */
@@ -25,16 +28,54 @@ export interface Log {
 
 /**
  * Where `@opentelemetry/api` keeps its globals (one slot per major version, shared by every copy of
- * the package in the process); `diag.setLogger` fills its `diag` member, `diag.disable` empties it.
- * The API has no public way to ask; should this slot ever move, the only effect is that messages
- * are printed as well as logged.
+ * the package in the process): `{ version, diag?, ... }`; `diag.setLogger` fills `diag`,
+ * `diag.disable` empties it. The API has no public way to ask whether a logger is registered.
  */
 const OTEL_API_GLOBALS = Symbol.for('opentelemetry.js.api.1');
 
-/** Whether the application (or a worker's forwarding logger) has registered a `diag` logger. */
+/**
+ * Whether the application (or a worker's forwarding logger) has registered a `diag` logger that
+ * callbridge's `diag` calls reach. The API's copy that callbridge imports ignores a slot made by
+ * an older minor version (two copies of the package in one app): a logger there never sees our
+ * messages, so they are printed. Should the slot ever move, messages are printed as well as logged.
+ */
 export function hasDiagLogger(): boolean {
-  const globals = (globalThis as Record<symbol, { diag?: unknown } | undefined>)[OTEL_API_GLOBALS];
-  return globals?.diag !== undefined;
+  const globals = (globalThis as Record<symbol, { version?: unknown; diag?: unknown } | undefined>)[OTEL_API_GLOBALS];
+  if (globals?.diag === undefined) return false;
+  const own = ownApiVersion();
+  return own === undefined || (typeof globals.version === 'string' && apiAccepts(own, globals.version));
+}
+
+let ownVersion: string | null | undefined;
+
+/** The version of the `@opentelemetry/api` callbridge imports; undefined when it cannot be read (a bundle). */
+function ownApiVersion(): string | undefined {
+  if (ownVersion === undefined) ownVersion = readOwnApiVersion() ?? null;
+  return ownVersion ?? undefined;
+}
+
+function readOwnApiVersion(): string | undefined {
+  try {
+    let dir = dirname(createRequire(import.meta.url).resolve('@opentelemetry/api'));
+    for (let depth = 0; depth < 4; depth++, dir = dirname(dir)) {
+      const manifest = join(dir, 'package.json');
+      if (!existsSync(manifest)) continue;
+      const { name, version } = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown; version?: unknown };
+      if (name === '@opentelemetry/api' && typeof version === 'string') return version;
+    }
+  } catch {
+    // Not resolvable from here (bundled): assume one copy.
+  }
+  return undefined;
+}
+
+/** The API's own rule (internal/semver.js) for a release: same major, and our minor at most the slot's. */
+export function apiAccepts(own: string, slot: string): boolean {
+  if (own === slot) return true;
+  const ownParts = /^(\d+)\.(\d+)\.\d+$/.exec(own);
+  const slotParts = /^(\d+)\.(\d+)\.\d+$/.exec(slot);
+  if (ownParts === null || slotParts === null) return false;
+  return ownParts[1] === slotParts[1] && Number(ownParts[2]) <= Number(slotParts[2]);
 }
 
 /** Longest message printed: a server's reason is its own text, of any length. */
@@ -58,7 +99,11 @@ export function printable(message: string): string {
 export function createLog(level: LogLevel): Log {
   const printsFrom = LOG_LEVELS.indexOf(level);
   const say = (messageLevel: MessageLevel, message: string): void => {
-    diag[messageLevel](message);
+    try {
+      diag[messageLevel](message);
+    } catch {
+      // The application's logger threw: its problem must not become the application's exception.
+    }
     if (printsFrom < LOG_LEVELS.indexOf(messageLevel) || hasDiagLogger()) return;
     try {
       // stderr, never stdout: stdout is the application's output (a CLI's, a pipe's).

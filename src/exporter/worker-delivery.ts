@@ -608,15 +608,25 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         reports: workerEnd,
         reported,
       };
-      worker = new Worker(this.#workerScript, {
-        workerData,
-        transferList: [workerEnd],
-        execArgv: workerExecArgv(process.execArgv),
-        resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
-      });
+      const start = (inherited: InheritedStartOptions): Worker =>
+        new Worker(this.#workerScript, {
+          workerData,
+          transferList: [workerEnd],
+          ...inherited,
+          resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+        });
+      const inherited = inheritedStartOptions(process.execArgv, process.env);
+      try {
+        worker = start(inherited);
+      } catch (error) {
+        // Flags a worker given execArgv refuses (V8's, --max-old-space-size) are the whole
+        // process's and apply to it already: start it with none.
+        if (inherited.execArgv === undefined || (error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw error;
+        worker = start({ ...inherited, execArgv: [] });
+      }
     } catch (error) {
       reports.close();
-      this.#fallBack(`it could not start: ${describeError(error)}`);
+      this.#fallBack(`could not start: ${describeError(error)}`);
       return false;
     }
     reports.on('message', (message: FromWorker) => this.#onMessage(message));
@@ -638,7 +648,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       reports.close();
       if (this.#terminating) return;
       const cause = this.#workerError === undefined ? `exit code ${code}` : describeError(this.#workerError);
-      this.#fallBack(`it stopped: ${cause}`);
+      this.#fallBack(`stopped: ${cause}`);
     });
     worker.unref();
     this.#worker = worker;
@@ -739,17 +749,35 @@ function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** The start options a worker takes from the application (see {@link inheritedStartOptions}). */
+export interface InheritedStartOptions {
+  readonly execArgv?: string[];
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+const INPUT_TYPE_FLAG = /(^|\s)--input-type(=\S*|\s+\S+)/g;
+
 /**
- * The application's Node flags for the worker (what it would inherit by default), without
- * `--input-type`: that flag is for code given as text (`node --input-type=module -e ...`, stdin),
- * and a worker started from a file, as ours is, refuses to start under it.
+ * What the worker inherits from the application: Node's defaults (its flags, its environment),
+ * except `--input-type`, in `execArgv` or in `NODE_OPTIONS`. That flag is for code given as text
+ * (`node --input-type=module -e ...`, stdin), and a worker started from a file, as ours is,
+ * refuses to start under it. Only then are `execArgv` or `env` given: a worker given `execArgv`
+ * explicitly refuses flags it would have inherited silently (`--max-old-space-size`, V8's).
  */
-export function workerExecArgv(execArgv: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < execArgv.length; i++) {
-    const flag = execArgv[i]!;
-    if (flag === '--input-type') i++; // its value is the next argument
-    else if (!flag.startsWith('--input-type=')) kept.push(flag);
+export function inheritedStartOptions(execArgv: readonly string[], env: NodeJS.ProcessEnv): InheritedStartOptions {
+  const options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {};
+  if (execArgv.some((flag) => flag === '--input-type' || flag.startsWith('--input-type='))) {
+    const kept: string[] = [];
+    for (let i = 0; i < execArgv.length; i++) {
+      const flag = execArgv[i]!;
+      if (flag === '--input-type') i++; // its value is the next argument
+      else if (!flag.startsWith('--input-type=')) kept.push(flag);
+    }
+    options.execArgv = kept;
   }
-  return kept;
+  const nodeOptions = env.NODE_OPTIONS;
+  if (nodeOptions !== undefined && nodeOptions.includes('--input-type')) {
+    options.env = { ...env, NODE_OPTIONS: nodeOptions.replace(INPUT_TYPE_FLAG, '$1').trim() };
+  }
+  return options;
 }

@@ -7,7 +7,7 @@
 import { format } from 'node:util';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
+import { apiAccepts, createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -68,6 +68,29 @@ describe('createLog', () => {
     expect(printed.warn()).toEqual(['d']);
   });
 
+  it('prints when the registered logger sits in a slot our copy of the API ignores (an older minor)', () => {
+    const printed = watchConsole();
+    const slotKey = Symbol.for('opentelemetry.js.api.1');
+    const globals = globalThis as unknown as Record<symbol, unknown>;
+    const realSlot = globals[slotKey];
+    const logged: string[] = [];
+    const logger = { error: (m: string) => logged.push(m), warn: (m: string) => logged.push(m), info() {}, debug() {}, verbose() {} };
+    try {
+      globals[slotKey] = { version: '1.0.0', diag: logger };
+      expect(hasDiagLogger()).toBe(false);
+      createLog('warn').warn('callbridge: dropped');
+      expect(logged).toEqual([]); // our diag calls do not reach it...
+      expect(printed.warn()).toEqual(['callbridge: dropped']); // ...so it is printed
+      globals[slotKey] = { version: '1.999.0', diag: logger };
+      expect(hasDiagLogger()).toBe(true);
+    } finally {
+      globals[slotKey] = realSlot;
+    }
+    expect([apiAccepts('1.9.0', '1.9.0'), apiAccepts('1.9.0', '1.10.2'), apiAccepts('1.9.0', '1.8.0'), apiAccepts('1.9.0', '2.0.0'), apiAccepts('1.9.0', 'x')]).toEqual([
+      true, true, false, false, false,
+    ]);
+  });
+
   it("prints a server's hostile reason as one inert line of bounded length; diag gets it as it came", () => {
     const printed = watchConsole();
     const logged: string[] = [];
@@ -87,10 +110,15 @@ describe('createLog', () => {
     expect(logged).toEqual([hostile]);
   });
 
-  it('never throws when the console it prints to does', () => {
+  it('never throws when the console it prints to, or the diag logger, does', () => {
     vi.spyOn(console, 'error').mockImplementation(() => {
       throw new Error('console is broken');
     });
+    expect(() => createLog('warn').error('callbridge: refused')).not.toThrow();
+    const throwing = () => {
+      throw new Error('logger is broken');
+    };
+    diag.setLogger({ error: throwing, warn: throwing, info: throwing, debug() {}, verbose() {} }, DiagLogLevel.INFO);
     expect(() => createLog('warn').error('callbridge: refused')).not.toThrow();
   });
 });
@@ -113,6 +141,8 @@ if (${diagLogger}) diag.setLogger({ error: (m) => logged.push(m), warn: (m) => l
 const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/logs', username: 'dev', password: 'wrong', deliveryThread: '${deliveryThread}' });
 const hello = trace(function hello(x) { return x + 1; });
 for (let i = 0; i < 5; i++) hello(i);
+// The flush waits for the worker to load, so its messages are the worker's, forwarded.
+await tracing.forceFlush();
 process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.stats().dropped.auth, logged })));
 `;
     const script = await runPackageScript(source, { SERVER_URL: server.url, ...env });
@@ -130,7 +160,7 @@ process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.
       const lines = stderr.trim().split('\n');
       expect(lines.filter((line) => refused.test(line))).toHaveLength(1);
       expect(lines.filter((line) => line.includes('callbridge: dropped spans: auth=5'))).toHaveLength(1);
-      expect(lines).toHaveLength(2);
+      expect(lines).toHaveLength(2); // none about the delivery worker: it ran
     });
 
     it(`says it only to the application's diag logger when there is one (${deliveryThread} thread)`, async () => {
@@ -145,4 +175,37 @@ process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.
     const { stderr } = await run('worker', { env: { CALLBRIDGE_LOG_LEVEL: 'none' } });
     expect(stderr).toBe('');
   });
+});
+
+describe("the delivery worker, under the application's Node flags", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.close());
+  afterEach(killSpawned);
+
+  // Each would stop a file worker from starting, or be refused by a worker given execArgv.
+  const setups: Array<{ name: string; flags: string[]; env?: Record<string, string> }> = [
+    { name: '--input-type=module -e', flags: [] },
+    { name: 'with V8 and heap flags too', flags: ['--max-old-space-size=512', '--expose-gc', '--stack-size=900'] },
+    { name: '--input-type in NODE_OPTIONS', flags: [], env: { NODE_OPTIONS: '--input-type=module' } },
+  ];
+  for (const { name, flags, env = {} } of setups) {
+    it(`starts and delivers (${name})`, async () => {
+      const script = await runPackageScript(
+        `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/flags', username: 'dev', password: 'pw', deliveryThread: 'worker' });
+trace(function hello(x) { return x; })(1);
+await tracing.forceFlush();
+console.log(JSON.stringify(tracing.exporter.stats()));
+`,
+        { SERVER_URL: server.url, ...env },
+        flags,
+      );
+      expect(script.stderr).toBe('');
+      expect(JSON.parse(script.stdout.trim())).toMatchObject({ delivered: 1, queued: 0 });
+    });
+  }
 });

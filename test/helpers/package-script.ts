@@ -16,12 +16,12 @@ export interface ScriptRun {
 }
 
 /**
- * Run `source` (an ES module) with `env` over this process's environment; `CALLBRIDGE_LOG_LEVEL`
- * is cleared so that a developer's own setting cannot change what it prints. Pair with
- * `killSpawned` in `afterEach`.
+ * Run `source` (an ES module, given to `node --input-type=module -e` after `nodeFlags`) with `env`
+ * over this process's environment; `CALLBRIDGE_LOG_LEVEL` is cleared so that a developer's own
+ * setting cannot change what it prints. Pair with `killSpawned` in `afterEach`.
  */
-export async function runPackageScript(source: string, env: Record<string, string> = {}): Promise<ScriptRun> {
-  const child = spawnNode(['--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: PACKAGE_ENTRY, CALLBRIDGE_LOG_LEVEL: '', ...env });
+export async function runPackageScript(source: string, env: Record<string, string> = {}, nodeFlags: string[] = []): Promise<ScriptRun> {
+  const child = spawnNode([...nodeFlags, '--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: PACKAGE_ENTRY, CALLBRIDGE_LOG_LEVEL: '', ...env });
   const { code } = await child.exited();
   return { code, stdout: child.stdout(), stderr: child.stderr() };
 }
