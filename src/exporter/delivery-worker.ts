@@ -48,7 +48,11 @@ port.on('message', (message: ToWorker) => {
       report();
       break;
     case 'flush':
-      void batcher.forceFlush().then(() => answer(message.id));
+      void batcher.forceFlush().then(() => {
+        // Posted before the answer, on the same channel: said before the process may end.
+        if (message.reportDrops === true) batcher.reportPendingDrops();
+        answer(message.id);
+      });
       break;
     case 'shutdown':
       void batcher.shutdown(message.timeoutMs).then(() => answer(message.id));

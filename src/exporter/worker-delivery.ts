@@ -305,9 +305,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   /**
    * The drops decided on this thread (admission, mostly `queue_full` in a burst) and by delivery
-   * here. The worker's own drops are reported by the worker when its flush is done (at most once
-   * per interval): forcing those would need one more message, answered after the process may
-   * have ended.
+   * here. The worker reports its own at the end of the exit flush (`reportDrops`), and otherwise
+   * when a flush is done, at most once per interval.
    */
   reportPendingDrops(): void {
     this.#reporter.report();
@@ -475,7 +474,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   #flushWorker(): Promise<void> {
     this.#postAll();
-    return this.#request({ type: 'flush', id: 0 });
+    return this.#request({ type: 'flush', id: 0, reportDrops: this.#exiting });
   }
 
   /** Resolves when the worker is ready, or delivery has moved to this thread. */

@@ -34,8 +34,12 @@ export interface DeliveryWorkerData {
 export type ToWorker =
   /** Spans to deliver; `seq` numbers the message so the worker can acknowledge it. */
   | { readonly type: 'spans'; readonly seq: number; readonly spans: readonly SpanTransfer[] }
-  /** Answer `done` once every span sent before this message is delivered or dropped. */
-  | { readonly type: 'flush'; readonly id: number }
+  /**
+   * Answer `done` once every span sent before this message is delivered or dropped. With
+   * `reportDrops` (the exit flush), first report the drops not yet reported: the next interval
+   * never comes.
+   */
+  | { readonly type: 'flush'; readonly id: number; readonly reportDrops?: boolean }
   /** Flush for at most `timeoutMs`, drop the rest as `shutdown`, close the pool; then `done`. */
   | { readonly type: 'shutdown'; readonly id: number; readonly timeoutMs: number };
 

@@ -171,6 +171,24 @@ process.on('exit', () => console.log(JSON.stringify({ dropped: tracing.exporter.
     });
   }
 
+  it('reports the drops made after a flush too, when the script ends (both threads)', async () => {
+    for (const deliveryThread of ['main', 'worker']) {
+      const script = await runPackageScript(
+        `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/logs', username: 'dev', password: 'wrong', deliveryThread: '${deliveryThread}' });
+const hello = trace(function hello(x) { return x + 1; });
+hello(0);
+await tracing.forceFlush(); // reports auth=1; the next report is an interval (10 s) away...
+for (let i = 1; i < 5; i++) hello(i); // ...so these four are reported by the exit flush
+`,
+        { SERVER_URL: server.url },
+      );
+      const drops = script.stderr.split('\n').filter((line) => line.includes('dropped spans'));
+      expect(drops.map((line) => /auth=(\d+)/.exec(line)?.[1]), deliveryThread).toEqual(['1', '4']);
+    }
+  });
+
   it('prints nothing with CALLBRIDGE_LOG_LEVEL=none, and still counts the drops', async () => {
     const { stderr } = await run('worker', { env: { CALLBRIDGE_LOG_LEVEL: 'none' } });
     expect(stderr).toBe('');
