@@ -6,8 +6,7 @@
  * until the application registers a logger (`diag.setLogger`), and most do not: a wrong password
  * or a service that is not running would then go unnoticed while every span is dropped. So when no
  * `diag` logger is registered, messages from `logLevel` up are also written to stderr. With a
- * logger registered they go only there,
- * filtered by its own level, so nothing is said twice.
+ * logger registered they go only there, filtered by its own level, so nothing is said twice.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -46,6 +45,7 @@ export function hasDiagLogger(): boolean {
   return own === undefined || (typeof globals.version === 'string' && apiAccepts(own, globals.version));
 }
 
+/** Read once: undefined until then, null when it could not be read. */
 let ownVersion: string | null | undefined;
 
 /** The version of the `@opentelemetry/api` callbridge imports; undefined when it cannot be read (a bundle). */

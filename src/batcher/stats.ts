@@ -49,9 +49,10 @@ export const DROP_REPORT_INTERVAL_MS = 10_000;
 
 /**
  * Sums drops by reason and reports them as a warning at most once per interval (to `diag`, and to
- * stderr when `diag` has no logger: see log.ts); in the same report, as `info`, how long back-pressure held the application's event loop
- * (`backpressureMs`), so that a producer slowed down by delivery can tell why. The timer exists
- * only while there is something to report, and is `unref()`ed.
+ * stderr while `diag` has no logger: see log.ts); in the same report, as `info`, how long
+ * back-pressure held the application's event loop (`backpressureMs`), so that a producer slowed
+ * down by delivery can tell why. The timer exists only while there is something to report, and
+ * is `unref()`ed.
  */
 export class DeliveryReporter {
   readonly #pending = new Map<DropReason, number>();
