@@ -101,8 +101,13 @@ export interface Batcher<T> {
    */
   settleForExit?(): void;
   /**
+   * `stats()` as they stand at the process's `exit`, when the event loop will not turn again to
+   * bring reports from another thread. Optional: a batcher on this thread has nothing to add.
+   */
+  statsAtExit?(): DeliveryStats;
+  /**
    * Report the drops not reported yet now, whatever the interval: the process is about to exit,
-   * and the interval's report would never come (`register()`'s exit flush calls this).
+   * and the interval's report would never come (the exit flush calls this).
    */
   reportPendingDrops(): void;
 }

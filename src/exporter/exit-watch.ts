@@ -11,8 +11,9 @@
  *   more): an exporter that still holds spans says how many are lost, so that none is lost
  *   silently (SPEC §4.1).
  *
- * One listener per event for the whole process, and exporters are held by `WeakRef`: an exporter
- * the application dropped costs no listener and is not kept alive.
+ * One listener per event for the whole process. Exporters are held until they are shut down, not by
+ * `WeakRef`: with worker delivery, an exporter the application no longer references may still
+ * have spans in its worker, which must be flushed or counted like any other.
  */
 
 /** What an exporter tells the watch. */
@@ -23,30 +24,24 @@ export interface ExitParticipant {
   reportLostAtExit(): void;
 }
 
-const participants = new Set<WeakRef<ExitParticipant>>();
+const participants = new Set<ExitParticipant>();
 let listening = false;
 
-/** Watch `participant` until the returned function is called (at shutdown). */
+/** Watch `participant` until the returned function is called (once its shutdown is done). */
 export function watchExit(participant: ExitParticipant): () => void {
-  const ref = new WeakRef(participant);
-  participants.add(ref);
+  participants.add(participant);
   if (!listening) {
     listening = true;
     process.on('beforeExit', () => forEachParticipant((watched) => watched.flushBeforeExit()));
     process.on('exit', () => forEachParticipant((watched) => watched.reportLostAtExit()));
   }
   return () => {
-    participants.delete(ref);
+    participants.delete(participant);
   };
 }
 
 function forEachParticipant(act: (participant: ExitParticipant) => void): void {
-  for (const ref of participants) {
-    const participant = ref.deref();
-    if (participant === undefined) {
-      participants.delete(ref);
-      continue;
-    }
+  for (const participant of participants) {
     try {
       act(participant);
     } catch {

@@ -19,7 +19,8 @@ import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
 /**
- * The flush `register()` runs on `beforeExit`: `flush()` (which ends by flushing `exporter`),
+ * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
+ * provider (exit-watch.ts): `flush()` (which ends by flushing `exporter`),
  * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
  * a running app alive; during a long retry of an exiting process nothing else would then keep it
  * alive, and it would exit with the spans neither delivered nor counted. So this holds a ref'd timer
@@ -52,8 +53,6 @@ export class CallbridgeExporter implements SpanExporter {
   readonly #shutdownTimeoutMs: number;
   readonly #log: Log;
   readonly #flushOnExit: boolean;
-  /** Held here: the exit watch only keeps a `WeakRef` to it. */
-  readonly #exitParticipant: ExitParticipant;
   readonly #unwatchExit: () => void;
   /** Spans given to `export()`, and how many of them an exit flush has already covered. */
   #exported = 0;
@@ -98,11 +97,11 @@ export class CallbridgeExporter implements SpanExporter {
     this.#log = createLog(resolved.logLevel);
     this.#flushOnExit = resolved.flushOnExit;
     this.#batcher = createDelivery(resolved);
-    this.#exitParticipant = {
+    const exitParticipant: ExitParticipant = {
       flushBeforeExit: () => this.#flushBeforeExit(),
       reportLostAtExit: () => this.#reportLostAtExit(),
     };
-    this.#unwatchExit = watchExit(this.#exitParticipant);
+    this.#unwatchExit = watchExit(exitParticipant);
   }
 
   /**
@@ -139,8 +138,8 @@ export class CallbridgeExporter implements SpanExporter {
    */
   shutdown(): Promise<void> {
     this.#shutDown = true;
-    this.#unwatchExit();
-    return this.#batcher.shutdown();
+    // Watched until it is done: a shutdown not awaited before process.exit() can still lose spans.
+    return this.#batcher.shutdown().finally(this.#unwatchExit);
   }
 
   /** Delivery counters (SPEC §4.1): queued, in flight, delivered, retried, dropped by reason. */
@@ -159,15 +158,21 @@ export class CallbridgeExporter implements SpanExporter {
     });
   }
 
-  /** `exit`: nothing can be sent any more; what is still held is lost, and is said to be. */
+  /**
+   * `exit`: nothing can be sent any more; what is still held is lost, and is said to be. Spans in
+   * a request may have reached the service: those are said to be possibly lost.
+   */
   #reportLostAtExit(): void {
-    const { queued, inFlight } = this.#batcher.stats();
+    const { queued, inFlight } = this.#batcher.statsAtExit?.() ?? this.#batcher.stats();
     if (queued + inFlight === 0 || this.#lossAtExitReported) return;
     this.#lossAtExitReported = true;
-    this.#log.warn(
-      `callbridge: the process exited with ${queued + inFlight} spans not yet delivered; they are lost ` +
-        '(await forceFlush() or shutdown() before process.exit())',
-    );
+    const count = queued + inFlight;
+    const [held, they] = count === 1 ? ['1 span', 'it is'] : [`${count} spans`, 'they are'];
+    const what =
+      inFlight === 0
+        ? `${held} not yet delivered; ${they} lost`
+        : `${held} not confirmed delivered (${inFlight} in requests still in flight); ${they} maybe lost`;
+    this.#log.warn(`callbridge: the process exited with ${what} (await forceFlush() or shutdown() before the process ends)`);
   }
 }
 

@@ -22,7 +22,7 @@
  * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
  *   on an idle core here (undici is half of it), longer while the application keeps the cores
  *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit
- *   flush of `register()` (`settleForExit`) and a shutdown do not wait: they deliver what waits
+ *   flush (`settleForExit`) and a shutdown do not wait: they deliver what waits
  *   on this thread, so a short script ends as soon as on the main thread instead of ~240 ms
  *   later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
@@ -146,7 +146,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #here: Batcher<ReadableSpan> | undefined;
   /** The worker failed: every span goes to `#here` from now on. */
   #fellBack = false;
-  /** The process is about to exit (`settleForExit`): flushes no longer wait for a loading worker. */
+  /**
+   * The process is about to exit (`settleForExit`): flushes no longer wait for a loading worker,
+   * and the worker reports its drops at the end of a flush. It stays set: a process that
+   * `beforeExit` revives (a listener that starts new work) keeps these exit habits.
+   */
   #exiting = false;
 
   // Admitted spans not yet posted, read from #outboxHead (cleared slots behind it).
@@ -268,6 +272,12 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#deliverOutboxHere();
     // Flushes already waiting for the worker to load go on here instead (they no longer wait).
     this.#settleReadyWaiters();
+  }
+
+  statsAtExit(): DeliveryStats {
+    // The worker's last reports wait on their channel: the event loop will not turn to read them.
+    this.#readReports();
+    return this.stats();
   }
 
   shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {

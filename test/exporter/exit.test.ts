@@ -64,11 +64,34 @@ describe('an exporter of your own provider, when the script ends', () => {
     });
   }
 
+  it('delivers what the worker holds for an exporter the application no longer references (worker thread, after a GC)', async () => {
+    const script = await runPackageScript(
+      `
+const { NodeTracerProvider, SimpleSpanProcessor } = await import('@opentelemetry/sdk-trace-node');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+async function traceAndForget() {
+  const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-gc', username: 'dev', password: 'pw', deliveryThread: 'worker' });
+  const tracer = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('gc');
+  tracer.startSpan('first').end();
+  await exporter.forceFlush(); // the worker is loaded
+  for (let i = 0; i < 5; i++) tracer.startSpan('step-' + i).end();
+  await new Promise((resolve) => setTimeout(resolve, 50)); // posted to the worker and acknowledged
+}
+await traceAndForget();
+globalThis.gc();
+`,
+      { SERVER_URL: server.url },
+      ['--expose-gc'],
+    );
+    expect(script).toMatchObject({ code: 0, stderr: '' });
+    expect(await readAllCalls(server.url, 'acme/exit-gc', server)).toHaveLength(6);
+  });
+
   it('with flushOnExit: false, delivers nothing and says that the spans are lost', async () => {
     const result = await run({ project: 'acme/exit-off', deliveryThread: 'main', processor: 'simple', exporterOptions: 'flushOnExit: false' });
     expect(result).toMatchObject({ stored: 0, stats: { delivered: 0, queued: 5 } });
     expect(result.stderr.trim()).toBe(
-      'callbridge: the process exited with 5 spans not yet delivered; they are lost (await forceFlush() or shutdown() before process.exit())',
+      'callbridge: the process exited with 5 spans not yet delivered; they are lost (await forceFlush() or shutdown() before the process ends)',
     );
   });
 });
@@ -76,6 +99,9 @@ describe('an exporter of your own provider, when the script ends', () => {
 describe('process.exit() with spans not delivered', () => {
   for (const deliveryThread of ['main', 'worker'] as const) {
     it(`says how many are lost, once (${deliveryThread} thread; exporter or register())`, async () => {
+      const one = await run({ project: `acme/exit-one-${deliveryThread}`, deliveryThread, processor: 'simple', then: "await exporter.forceFlush(); tracer.startSpan('last').end(); process.exit(0);" });
+      expect(one.stderr.trim()).toMatch(/^callbridge: the process exited with 1 span not yet delivered; it is lost \(/);
+
       const bare = await run({ project: `acme/exit-now-${deliveryThread}`, deliveryThread, processor: 'simple', then: 'process.exit(0);' });
       expect(bare.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost \(.*\)$/);
 
@@ -91,6 +117,30 @@ process.exit(0);
       expect(registered.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost/);
     });
   }
+
+  it('says so after a shutdown() that was not awaited, too', async () => {
+    const result = await run({ project: 'acme/exit-unawaited', deliveryThread: 'worker', processor: 'simple', then: 'void exporter.shutdown(); process.exit(0);' });
+    expect(result.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost/);
+  });
+
+  it('reads the worker\'s last reports first: spans it delivered while the loop was blocked are not called lost', async () => {
+    const result = await run({
+      project: 'acme/exit-blocked',
+      deliveryThread: 'worker',
+      processor: 'simple',
+      exporterOptions: 'flushIntervalMs: 200',
+      // A flush first, so the worker is loaded; then 5 spans it has (50 ms) but sends only
+      // 200 ms later, while this thread spins and cannot read its reports.
+      then: `
+await exporter.forceFlush();
+for (let i = 0; i < 5; i++) tracer.startSpan('late-' + i).end();
+await new Promise((resolve) => setTimeout(resolve, 50));
+const spinUntil = Date.now() + 700;
+while (Date.now() < spinUntil);
+process.exit(0);`,
+    });
+    expect(result).toMatchObject({ stored: 10, stderr: '' });
+  });
 
   it('says nothing when everything was flushed first', async () => {
     const result = await run({ project: 'acme/exit-flushed', deliveryThread: 'worker', processor: 'simple', then: 'await exporter.forceFlush(); process.exit(0);' });
