@@ -60,6 +60,7 @@ export class CallbridgeExporter implements SpanExporter {
   #exitFlushing = false;
   #lossAtExitReported = false;
   #shutDown = false;
+  #shutdownDone: Promise<void> | undefined;
 
   static {
     // register()'s exit flush needs the batcher and the timeout; they are not public API.
@@ -139,7 +140,8 @@ export class CallbridgeExporter implements SpanExporter {
   shutdown(): Promise<void> {
     this.#shutDown = true;
     // Watched until it is done: a shutdown not awaited before process.exit() can still lose spans.
-    return this.#batcher.shutdown().finally(this.#unwatchExit);
+    this.#shutdownDone ??= this.#batcher.shutdown().finally(this.#unwatchExit);
+    return this.#shutdownDone;
   }
 
   /** Delivery counters (SPEC §4.1): queued, in flight, delivered, retried, dropped by reason. */
