@@ -40,6 +40,26 @@ export function watchExit(participant: ExitParticipant): () => void {
   };
 }
 
+/**
+ * A `beforeExit` action: run `flush` when `count()` (spans handed on so far) moved since the last
+ * run began, and never while one runs. `beforeExit` fires again whenever the loop runs dry, so
+ * after a flush it fires once more, finds nothing new and lets the process exit (an action that
+ * always flushed could keep an idle process looping).
+ */
+export function flushWhenNew(count: () => number, flush: () => Promise<void>): () => void {
+  let flushing = false;
+  let flushedUpTo = 0;
+  return () => {
+    const now = count();
+    if (flushing || now === flushedUpTo) return;
+    flushing = true;
+    flushedUpTo = now;
+    void flush().finally(() => {
+      flushing = false;
+    });
+  };
+}
+
 function forEachParticipant(act: (participant: ExitParticipant) => void): void {
   for (const participant of participants) {
     try {

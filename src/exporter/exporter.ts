@@ -12,7 +12,7 @@ import { createTransport } from '../client/transport.js';
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
-import { watchExit, type ExitParticipant } from './exit-watch.js';
+import { flushWhenNew, watchExit, type ExitParticipant } from './exit-watch.js';
 import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
@@ -54,11 +54,13 @@ export class CallbridgeExporter implements SpanExporter {
   readonly #log: Log;
   readonly #flushOnExit: boolean;
   readonly #unwatchExit: () => void;
-  /** Spans given to `export()`, and how many of them an exit flush has already covered. */
+  /** Spans given to `export()`: an exit flush runs when more arrived since the last one began. */
   #exported = 0;
-  #exitFlushedUpTo = 0;
-  #exitFlushing = false;
-  #lossAtExitReported = false;
+  readonly #exitFlush = flushWhenNew(
+    () => this.#exported,
+    // The batcher's own flush is what flushBeforeExit awaits; there is no processor to flush here.
+    () => flushBeforeExit(this, () => Promise.resolve()),
+  );
   #shutDown = false;
   #shutdownDone: Promise<void> | undefined;
 
@@ -151,29 +153,22 @@ export class CallbridgeExporter implements SpanExporter {
 
   /** `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts). */
   #flushBeforeExit(): void {
-    if (!this.#flushOnExit || this.#shutDown || this.#exitFlushing || this.#exported === this.#exitFlushedUpTo) return;
-    this.#exitFlushing = true;
-    this.#exitFlushedUpTo = this.#exported;
-    // The batcher's own flush is what flushBeforeExit awaits; there is no processor to flush here.
-    void flushBeforeExit(this, () => Promise.resolve()).finally(() => {
-      this.#exitFlushing = false;
-    });
+    if (this.#flushOnExit && !this.#shutDown) this.#exitFlush();
   }
 
   /**
-   * `exit`: nothing can be sent any more; what is still held is lost, and is said to be. Spans in
-   * a request may have reached the service: those are said to be possibly lost.
+   * `exit` (once per process): nothing can be sent any more; what is still held is lost, and is
+   * said to be. Spans in a request may have reached the service: those are possibly lost.
    */
   #reportLostAtExit(): void {
     const { queued, inFlight } = this.#batcher.statsAtExit?.() ?? this.#batcher.stats();
-    if (queued + inFlight === 0 || this.#lossAtExitReported) return;
-    this.#lossAtExitReported = true;
     const count = queued + inFlight;
-    const [held, they] = count === 1 ? ['1 span', 'it is'] : [`${count} spans`, 'they are'];
+    if (count === 0) return;
+    const [held, they] = count === 1 ? ['1 span', 'it'] : [`${count} spans`, 'they'];
     const what =
       inFlight === 0
-        ? `${held} not yet delivered; ${they} lost`
-        : `${held} not confirmed delivered (${inFlight} in requests still in flight); ${they} maybe lost`;
+        ? `${held} not yet delivered; ${they} ${count === 1 ? 'is' : 'are'} lost`
+        : `${held} not confirmed delivered (${inFlight} in requests still in flight); ${they} may be lost`;
     this.#log.warn(`callbridge: the process exited with ${what} (await forceFlush() or shutdown() before the process ends)`);
   }
 }

@@ -27,6 +27,7 @@ import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelem
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveLogLevel, type ExporterOptions } from '../options.js';
+import { flushWhenNew } from './exit-watch.js';
 import { CallbridgeExporter, flushBeforeExit } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
@@ -201,16 +202,10 @@ class CountedProcessor implements CountingProcessor {
  * counted, see `flushBeforeExit`); otherwise this hook never keeps a process alive by itself.
  */
 function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>, log: Log) {
-  let flushing = false;
-  let flushedUpTo = 0;
+  const flushIfNew = flushWhenNew(() => processor.endedSpans, forceFlush);
   const onBeforeExit = (): void => {
     try {
-      if (flushing || processor.endedSpans === flushedUpTo) return;
-      flushing = true;
-      flushedUpTo = processor.endedSpans;
-      void forceFlush().finally(() => {
-        flushing = false;
-      });
+      flushIfNew();
     } catch (error) {
       log.error(`callbridge: exit flush failed: ${String(error)}`);
     }

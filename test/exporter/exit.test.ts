@@ -5,6 +5,8 @@
  * `process.exit()` that leaves spans behind says how many are lost. Child scripts run the built
  * package against the real local server, on both delivery threads.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { InvalidOptionError } from '../../src/errors.js';
@@ -140,6 +142,30 @@ while (Date.now() < spinUntil);
 process.exit(0);`,
     });
     expect(result).toMatchObject({ stored: 10, stderr: '' });
+  });
+
+  it('calls spans in a request with no answer yet possibly lost, not lost', async () => {
+    // A service that reads requests and never answers: the span stays in flight.
+    const silent = createServer((request) => request.resume());
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const script = await runPackageScript(
+        exporterScript({
+          project: 'acme/exit-in-flight',
+          deliveryThread: 'main',
+          processor: 'simple',
+          exporterOptions: 'flushIntervalMs: 0',
+          then: "await new Promise((resolve) => setTimeout(resolve, 300)); tracer.startSpan('queued').end(); process.exit(0);",
+        }),
+        { SERVER_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` },
+      );
+      expect(script.stderr.trim()).toMatch(
+        /^callbridge: the process exited with 6 spans not confirmed delivered \(5 in requests still in flight\); they may be lost \(/,
+      );
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it('says nothing when everything was flushed first', async () => {
