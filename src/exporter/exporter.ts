@@ -30,6 +30,10 @@ import { findWorkerScript } from './worker-script.js';
  * provider's flush at its own timeout), so the batcher's own flush is awaited too, under the same
  * deadline. Never rejects when `flush` does not.
  */
+/** How many spans `exporter` was given through `export()`; for `register()`'s exit warning. */
+// Assigned by CallbridgeExporter's static block, as flushBeforeExit below.
+export let exportedSpans: (exporter: CallbridgeExporter) => number;
+
 // Assigned by CallbridgeExporter's static block, which can reach its private fields.
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
@@ -65,6 +69,7 @@ export class CallbridgeExporter implements SpanExporter {
   #shutdownDone: Promise<void> | undefined;
 
   static {
+    exportedSpans = (exporter) => exporter.#exported;
     // register()'s exit flush needs the batcher and the timeout; they are not public API.
     flushBeforeExit = async (exporter, flush) => {
       const batcher = exporter.#batcher;

@@ -28,7 +28,7 @@ import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew } from './exit-watch.js';
-import { CallbridgeExporter, flushBeforeExit } from './exporter.js';
+import { CallbridgeExporter, exportedSpans, flushBeforeExit } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
 export interface RegisterOptions extends ExporterOptions {
@@ -105,6 +105,16 @@ export function register(options: RegisterOptions = {}): Tracing {
 
   const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush), log) : undefined;
   exitFlush?.install();
+  // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose exit warning cannot see them.
+  const reportUnexported = (): void => {
+    const unexported = processor.endedSpans - exportedSpans(exporter);
+    if (unexported <= 0) return;
+    log.warn(
+      `callbridge: the process exited with ${unexported} ended ${unexported === 1 ? 'span' : 'spans'} that never reached the exporter ` +
+        "(in the BatchSpanProcessor's buffer, or dropped by it when full); lost (await forceFlush() or shutdown() before the process ends)",
+    );
+  };
+  if (spanProcessor === 'batch') process.on('exit', reportUnexported);
 
   let shuttingDown: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
@@ -115,6 +125,7 @@ export function register(options: RegisterOptions = {}): Tracing {
       } catch (error) {
         log.error(`callbridge: shutdown failed: ${String(error)}`);
       }
+      process.removeListener('exit', reportUnexported);
       if (ownsGlobal && currentGlobalProvider() === provider) {
         otelTrace.disable();
         context.disable();

@@ -120,6 +120,19 @@ process.exit(0);
     });
   }
 
+  it("counts what register()'s BatchSpanProcessor still buffered, which never reached the exporter", async () => {
+    const script = await runPackageScript(
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-batch-register', username: 'dev', password: 'pw', spanProcessor: 'batch' });
+for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
+process.exit(0);
+`,
+      { SERVER_URL: server.url },
+    );
+    expect(script.stderr.trim()).toMatch(/^callbridge: the process exited with 5 ended spans that never reached the exporter \(in the BatchSpanProcessor's buffer/);
+  });
+
   it('says so after a shutdown() that was not awaited, too', async () => {
     const result = await run({ project: 'acme/exit-unawaited', deliveryThread: 'worker', processor: 'simple', then: 'void exporter.shutdown(); process.exit(0);' });
     expect(result.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost/);
