@@ -100,6 +100,8 @@ export interface Batcher<T> {
    * after this covers them. Optional: a batcher without such a thread has nothing to do.
    */
   settleForExit?(): void;
+  /** The exit flush that `settleForExit` began is over (optional, as that is). */
+  exitFlushDone?(): void;
   /**
    * `stats()` as they stand at the process's `exit`, when the event loop will not turn again to
    * bring reports from another thread. Optional: a batcher on this thread has nothing to add.

@@ -95,6 +95,8 @@ export class CallbridgeExporter implements SpanExporter {
         }
       } finally {
         clearTimeout(deadline);
+        // Usually the process now exits; one that a beforeExit listener revived goes on as before.
+        batcher.exitFlushDone?.();
       }
     };
   }

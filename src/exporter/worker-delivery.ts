@@ -147,9 +147,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   /** The worker failed: every span goes to `#here` from now on. */
   #fellBack = false;
   /**
-   * The process is about to exit (`settleForExit`): flushes no longer wait for a loading worker,
-   * and the worker reports its drops at the end of a flush. It stays set: a process that
-   * `beforeExit` revives (a listener that starts new work) keeps these exit habits.
+   * An exit flush runs (`settleForExit` to `exitFlushDone`): flushes no longer wait for a loading
+   * worker, the worker reports its drops at the end of a flush, and nothing waits for room.
    */
   #exiting = false;
 
@@ -272,6 +271,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#deliverOutboxHere();
     // Flushes already waiting for the worker to load go on here instead (they no longer wait).
     this.#settleReadyWaiters();
+  }
+
+  exitFlushDone(): void {
+    this.#exiting = false;
   }
 
   statsAtExit(): DeliveryStats {

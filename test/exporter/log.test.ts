@@ -189,6 +189,38 @@ for (let i = 1; i < 5; i++) hello(i); // ...so these four are reported by the ex
     }
   });
 
+  it('goes back to one drop report per interval when a beforeExit listener revives the process (worker thread)', async () => {
+    const script = await runPackageScript(
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/logs', username: 'dev', password: 'wrong', deliveryThread: 'worker' });
+const hello = trace(function hello(x) { return x + 1; });
+hello(0);
+await tracing.forceFlush(); // the worker is loaded, and its first report (auth=1) is made
+let revived = false;
+process.on('beforeExit', () => {
+  if (revived) return;
+  revived = true;
+  // After the exit flush has started: more work, flushed often, as a revived app would.
+  setTimeout(async () => {
+    for (let i = 1; i <= 12; i++) {
+      hello(i);
+      await tracing.forceFlush();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }, 500);
+});
+`,
+      { SERVER_URL: server.url },
+    );
+    const drops = script.stderr.split('\n').filter((line) => line.includes('dropped spans'));
+    // The first flush's report, at most one more within the interval, and the last exit flush's:
+    // not one per flush, as when the exit flush's habits stayed on (13 lines).
+    expect(drops.length).toBeGreaterThanOrEqual(2);
+    expect(drops.length).toBeLessThanOrEqual(3);
+    expect(drops.map((line) => Number(/auth=(\d+)/.exec(line)?.[1])).reduce((a, b) => a + b, 0)).toBe(13);
+  });
+
   it('prints nothing with CALLBRIDGE_LOG_LEVEL=none, and still counts the drops', async () => {
     const { stderr } = await run('worker', { env: { CALLBRIDGE_LOG_LEVEL: 'none' } });
     expect(stderr).toBe('');
