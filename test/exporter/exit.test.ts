@@ -53,6 +53,17 @@ async function run(options: ScriptOptions) {
   return { stats, stored: stored.length, stderr: script.stderr };
 }
 
+/** Five traced calls through `register({ ..., <options> })`, then `process.exit()` at once. */
+function registerThenExit(project: string, options: string) {
+  const source = `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', ${options} });
+for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
+process.exit(0);
+`;
+  return runPackageScript(source, { SERVER_URL: server.url });
+}
+
 describe('an exporter of your own provider, when the script ends', () => {
   for (const deliveryThread of ['main', 'worker'] as const) {
     it(`delivers what it was given behind SimpleSpanProcessor (${deliveryThread} thread)`, async () => {
@@ -107,29 +118,13 @@ describe('process.exit() with spans not delivered', () => {
       const bare = await run({ project: `acme/exit-now-${deliveryThread}`, deliveryThread, processor: 'simple', then: 'process.exit(0);' });
       expect(bare.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost \(.*\)$/);
 
-      const registered = await runPackageScript(
-        `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-register', username: 'dev', password: 'pw', deliveryThread: '${deliveryThread}' });
-for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
-process.exit(0);
-`,
-        { SERVER_URL: server.url },
-      );
+      const registered = await registerThenExit('acme/exit-register', `deliveryThread: '${deliveryThread}'`);
       expect(registered.stderr.trim()).toMatch(/^callbridge: the process exited with 5 spans not yet delivered; they are lost/);
     });
   }
 
   it("counts what register()'s BatchSpanProcessor still buffered, which never reached the exporter", async () => {
-    const script = await runPackageScript(
-      `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/exit-batch-register', username: 'dev', password: 'pw', spanProcessor: 'batch' });
-for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
-process.exit(0);
-`,
-      { SERVER_URL: server.url },
-    );
+    const script = await registerThenExit('acme/exit-batch-register', "spanProcessor: 'batch'");
     expect(script.stderr.trim()).toMatch(/^callbridge: the process exited with 5 ended spans that never reached the exporter \(in the BatchSpanProcessor's buffer/);
   });
 

@@ -12,6 +12,13 @@ import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+afterEach(killSpawned);
+
 describe('createLog', () => {
   afterEach(() => {
     vi.restoreAllMocks();
@@ -124,13 +131,6 @@ describe('createLog', () => {
 });
 
 describe('a script with a wrong password', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer();
-  });
-  afterAll(() => server.close());
-  afterEach(killSpawned);
-
   /** Five traced calls sent with a wrong password, as a script that then simply ends. */
   async function run(deliveryThread: 'main' | 'worker', { env = {}, diagLogger = false } = {}) {
     const source = `
@@ -228,13 +228,6 @@ process.on('beforeExit', () => {
 });
 
 describe("the delivery worker, under the application's Node flags", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer();
-  });
-  afterAll(() => server.close());
-  afterEach(killSpawned);
-
   // Each would stop a file worker from starting, or be refused by a worker given execArgv.
   const setups: Array<{ name: string; flags: string[]; env?: Record<string, string> }> = [
     { name: '--input-type=module -e', flags: [] },
