@@ -2,7 +2,8 @@
  * Where callbridge's messages go (src/log.ts): to `diag` always, and to stderr from `logLevel` up
  * when the application has registered no `diag` logger. The unit tests watch `console` (what the
  * fallback writes to); the scripts run the built package in a child process against the real
- * local server with a wrong password, the mistake a new user makes first, on both delivery threads.
+ * local server with a wrong password, the mistake a new user makes first, on both delivery threads,
+ * and start the delivery worker under the application's Node flags.
  */
 import { format } from 'node:util';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
