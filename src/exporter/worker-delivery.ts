@@ -39,7 +39,6 @@ import { createLog, type Log } from '../log.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
-import { inheritedStartOptions, type InheritedStartOptions } from './worker-inheritance.js';
 import type { DeliveryWorkerData, FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
 
 /**
@@ -760,4 +759,37 @@ function settledCount(stats: DeliveryStats): number {
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The start options a worker takes from the application (see {@link inheritedStartOptions}). */
+export interface InheritedStartOptions {
+  readonly execArgv?: string[];
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+const INPUT_TYPE_FLAG = /(^|\s)--input-type(=\S*|\s+\S+)/g;
+
+/**
+ * What the worker inherits from the application: Node's defaults (its flags, its environment),
+ * except `--input-type`, in `execArgv` or in `NODE_OPTIONS`. That flag is for code given as text
+ * (`node --input-type=module -e ...`, stdin), and a worker started from a file, as ours is,
+ * refuses to start under it. Only then are `execArgv` or `env` given: a worker given `execArgv`
+ * explicitly refuses flags it would have inherited silently (`--max-old-space-size`, V8's).
+ */
+export function inheritedStartOptions(execArgv: readonly string[], env: NodeJS.ProcessEnv): InheritedStartOptions {
+  const options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {};
+  if (execArgv.some((flag) => flag === '--input-type' || flag.startsWith('--input-type='))) {
+    const kept: string[] = [];
+    for (let i = 0; i < execArgv.length; i++) {
+      const flag = execArgv[i]!;
+      if (flag === '--input-type') i++; // its value is the next argument
+      else if (!flag.startsWith('--input-type=')) kept.push(flag);
+    }
+    options.execArgv = kept;
+  }
+  const nodeOptions = env.NODE_OPTIONS;
+  if (nodeOptions !== undefined && nodeOptions.includes('--input-type')) {
+    options.env = { ...env, NODE_OPTIONS: nodeOptions.replace(INPUT_TYPE_FLAG, '$1').trim() };
+  }
+  return options;
 }

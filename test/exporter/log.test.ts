@@ -5,7 +5,6 @@
  * local server with a wrong password, the mistake a new user makes first, on both delivery threads,
  * and start the delivery worker under the application's Node flags.
  */
-import { join } from 'node:path';
 import { format } from 'node:util';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -13,8 +12,6 @@ import { apiAccepts, createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../s
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-
-const PRELOAD = join(import.meta.dirname, '..', 'fixtures', 'preload-marks-workers.mjs');
 
 let server: TestServer;
 beforeAll(async () => {
@@ -232,15 +229,11 @@ process.on('beforeExit', () => {
 });
 
 describe("the delivery worker, under the application's Node flags", () => {
-  // Each would stop a file worker from starting, be refused by a worker given execArgv, or (a
-  // preload) run in the worker for nothing.
+  // Each would stop a file worker from starting, or be refused by a worker given execArgv.
   const setups: Array<{ name: string; flags: string[]; env?: Record<string, string> }> = [
     { name: '--input-type=module -e', flags: [] },
     { name: 'with V8 and heap flags too', flags: ['--max-old-space-size=512', '--expose-gc', '--stack-size=900'] },
     { name: '--input-type in NODE_OPTIONS', flags: [], env: { NODE_OPTIONS: '--input-type=module' } },
-    // A preload is not run in the worker: it would write to stderr there.
-    { name: 'an --import preload', flags: ['--import', PRELOAD] },
-    { name: 'a preload in NODE_OPTIONS, and a heap flag', flags: ['--max-old-space-size=512'], env: { NODE_OPTIONS: `--import=${PRELOAD}` } },
   ];
   for (const { name, flags, env = {} } of setups) {
     it(`starts and delivers (${name})`, async () => {

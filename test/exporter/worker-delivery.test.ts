@@ -17,7 +17,7 @@ import { createBatcher } from '../../src/batcher/index.js';
 import { createTransport } from '../../src/client/transport.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { createSpanCodec } from '../../src/exporter/span-codec.js';
-import { WorkerDelivery } from '../../src/exporter/worker-delivery.js';
+import { inheritedStartOptions, WorkerDelivery } from '../../src/exporter/worker-delivery.js';
 import { findWorkerScript } from '../../src/exporter/worker-script.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
@@ -395,5 +395,19 @@ describe('a delivery worker that fails', () => {
     expect(delivery.stats()).toMatchObject({ delivered: 20, queued: 0, dropped: { shutdown: 10 } });
     const calls = await readAllCalls(server.url, 'acme/worker-dies', { username: 'dev', password: 'pw' });
     expect(calls).toHaveLength(20);
+  });
+});
+
+describe('inheritedStartOptions', () => {
+  it("leaves the worker Node's defaults unless --input-type is in the flags or NODE_OPTIONS", () => {
+    const env = { NODE_OPTIONS: '--max-old-space-size=512', HOME: '/home/dev' };
+    expect(inheritedStartOptions(['--max-old-space-size=4096', '--expose-gc', '--import', 'tsx'], env)).toEqual({});
+  });
+
+  it('drops --input-type, in both spellings, from the flags and from NODE_OPTIONS', () => {
+    expect(inheritedStartOptions(['--input-type=module', '-e', 'code'], {})).toEqual({ execArgv: ['-e', 'code'] });
+    expect(inheritedStartOptions(['--input-type', 'commonjs', '--enable-source-maps'], {})).toEqual({ execArgv: ['--enable-source-maps'] });
+    const env = { NODE_OPTIONS: '--enable-source-maps --input-type=module --input-type commonjs', HOME: '/home/dev' };
+    expect(inheritedStartOptions([], env)).toEqual({ env: { NODE_OPTIONS: '--enable-source-maps', HOME: '/home/dev' } });
   });
 });
