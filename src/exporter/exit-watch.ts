@@ -20,7 +20,7 @@
 export interface ExitParticipant {
   /** Flush what arrived since the last call, if anything did; never rejects. */
   flushBeforeExit(): void;
-  /** Say (once) what is still held and therefore lost, if anything. */
+  /** At `exit` (once per process): say what is still held and therefore lost, if anything. */
   reportLostAtExit(): void;
 }
 

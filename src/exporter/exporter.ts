@@ -70,7 +70,8 @@ export class CallbridgeExporter implements SpanExporter {
 
   static {
     exportedSpans = (exporter) => exporter.#exported;
-    // register()'s exit flush needs the batcher and the timeout; they are not public API.
+    // The exit flushes (register()'s, and this exporter's own) need the batcher and the timeout;
+    // they are not public API.
     flushBeforeExit = async (exporter, flush) => {
       const batcher = exporter.#batcher;
       let deadline: ReturnType<typeof setTimeout> | undefined;

@@ -105,7 +105,8 @@ export function register(options: RegisterOptions = {}): Tracing {
 
   const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush), log) : undefined;
   exitFlush?.install();
-  // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose exit warning cannot see them.
+  // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose exit
+  // warning cannot see them.
   const reportUnexported = (): void => {
     const unexported = processor.endedSpans - exportedSpans(exporter);
     if (unexported <= 0) return;
