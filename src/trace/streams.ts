@@ -8,26 +8,33 @@
  * methods and `instanceof` unchanged). Other async iterables (an SDK's `Stream` class with extra
  * methods) get their `[Symbol.asyncIterator]` patched on the instance; the first iterator taken
  * from it is the one observed. Every step runs inside the call's context, so spans started in the
- * generator body are children of the call.
+ * generator body are children of the call. Web `ReadableStream`s are read through other methods
+ * than iteration; web-streams.ts observes them.
  */
 import { context } from '@opentelemetry/api';
 import type { Context } from '@opentelemetry/api';
 import type { CallEnd } from './call-end.js';
 import { messageOf } from './capture.js';
+import { instrumentWebStream, isWebReadableStream, UNOBSERVABLE_STREAM } from './web-streams.js';
 
 /** Default cap on chunks kept for the default output; later chunks are counted, not kept. */
 export const MAX_KEPT_CHUNKS = 1000;
 
-export type StreamShape = 'generator' | 'asyncGenerator' | 'asyncIterable';
+export type StreamShape = 'generator' | 'asyncGenerator' | 'asyncIterable' | 'webStream';
 
 type Step = 'next' | 'return' | 'throw';
 type IteratorMethod = (...args: unknown[]) => unknown;
 
-/** Which kind of stream `value` is, if any. Byte streams (Node `Readable`, web `ReadableStream`) are not: they are piped more often than iterated. */
+/**
+ * Which kind of stream `value` is, if any. A web `ReadableStream` is one (web-streams.ts); a Node
+ * `Readable` is not: it is piped more often than iterated, and reading it to observe it would
+ * change when its data flows.
+ */
 export function streamShape(value: object): StreamShape | undefined {
   const tag = Object.prototype.toString.call(value);
   if (tag === '[object Generator]') return 'generator';
   if (tag === '[object AsyncGenerator]') return 'asyncGenerator';
+  if (isWebReadableStream(value)) return 'webStream';
   const candidate = value as { [Symbol.asyncIterator]?: unknown; pipe?: unknown; getReader?: unknown };
   if (typeof candidate[Symbol.asyncIterator] !== 'function') return undefined;
   if (typeof candidate.pipe === 'function' || typeof candidate.getReader === 'function') return undefined;
@@ -35,7 +42,7 @@ export function streamShape(value: object): StreamShape | undefined {
 }
 
 /** The chunks of one streamed call and how its output is built from them. */
-class StreamRun {
+export class StreamRun {
   private readonly chunks: unknown[] = [];
   private skipped = 0;
 
@@ -91,6 +98,7 @@ export function instrumentStream<T extends object>(
 ): T {
   const run = new StreamRun(end, ctx, reduce);
   end.watch(value, () => run.output());
+  if (shape === 'webStream') return instrumentWebStream(value as T & ReadableStream, run);
   if (shape === 'asyncIterable') {
     patchAsyncIterable(value, run);
     return value;
@@ -122,7 +130,7 @@ function patchAsyncIterable(iterable: object, run: StreamRun): void {
     Object.defineProperty(iterable, Symbol.asyncIterator, { value: patched, writable: true, configurable: true });
   } catch {
     // A frozen iterable cannot be observed; end the call now rather than never.
-    run.end.succeed('[unobservable stream]');
+    run.end.succeed(UNOBSERVABLE_STREAM);
   }
 }
 
