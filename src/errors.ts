@@ -138,8 +138,14 @@ export class UnexpectedResponseError extends CallbridgeHttpError {
   }
 }
 
+/** Longest part of a received string an error message quotes (a wrong file's whole text helps no one). */
+const MAX_DESCRIBED_CHARS = 120;
+
 function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'string') {
+    if (value.length <= MAX_DESCRIBED_CHARS) return JSON.stringify(value);
+    return `${JSON.stringify(value.slice(0, MAX_DESCRIBED_CHARS))}... (${value.length} characters)`;
+  }
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
   return `${typeof value} ${Object.prototype.toString.call(value)}`;
 }

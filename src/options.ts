@@ -4,6 +4,7 @@
  * explicit option, then environment, then default. Validation happens here, at construction,
  * with a message naming the option and the value received.
  */
+import { X509Certificate } from 'node:crypto';
 import { InvalidOptionError } from './errors.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
 
@@ -43,6 +44,13 @@ export interface ConnectionOptions {
    * @default 8
    */
   readonly connections?: number;
+  /**
+   * Certificates of CAs to trust for an `https` service, besides Node's own roots and those of
+   * `NODE_EXTRA_CA_CERTS`: a company CA, or the CA that signed a service's own certificate. PEM
+   * text (one or more `-----BEGIN CERTIFICATE-----` blocks) as a string or bytes, or a list of them.
+   * @default none
+   */
+  readonly ca?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
 }
 
 /** How the batcher groups, bounds and retries deliveries (SPEC §4). */
@@ -162,6 +170,8 @@ export interface ResolvedConnection {
   readonly password: string;
   readonly requestTimeoutMs: number;
   readonly connections: number;
+  /** The `ca` option as one PEM certificate per entry, checked; empty when not given. */
+  readonly ca: readonly string[];
 }
 
 export type ResolvedDelivery = Required<DeliveryOptions>;
@@ -193,7 +203,38 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
     password,
     requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs),
     connections: positiveInteger('connections', options.connections, DEFAULTS.connections),
+    ca: pemCertificates(options.ca),
   };
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+const CA_EXPECTED = 'PEM certificates (text or bytes with -----BEGIN CERTIFICATE----- blocks, or a list of them)';
+
+/**
+ * The `ca` option split into single PEM certificates, each parsed here so that a wrong file (a
+ * key, a DER file, a path instead of its content) is refused by name at construction rather than
+ * failing every request later with a TLS error.
+ */
+function pemCertificates(option: ConnectionOptions['ca']): string[] {
+  if (option === undefined) return [];
+  const entries: unknown[] = Array.isArray(option) ? option : [option];
+  if (entries.length === 0) throw new InvalidOptionError('ca', CA_EXPECTED, option);
+  const certificates: string[] = [];
+  for (const entry of entries) {
+    if (typeof entry !== 'string' && !(entry instanceof Uint8Array)) throw new InvalidOptionError('ca', CA_EXPECTED, entry);
+    const text = typeof entry === 'string' ? entry : Buffer.from(entry.buffer, entry.byteOffset, entry.byteLength).toString('latin1');
+    const found = text.match(PEM_CERTIFICATE);
+    if (found === null) throw new InvalidOptionError('ca', CA_EXPECTED, entry);
+    for (const pem of found) {
+      try {
+        new X509Certificate(pem);
+      } catch (error) {
+        throw new InvalidOptionError('ca', `${CA_EXPECTED}; one does not parse (${(error as Error).message})`, pem);
+      }
+      certificates.push(pem);
+    }
+  }
+  return certificates;
 }
 
 function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {

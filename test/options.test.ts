@@ -18,6 +18,7 @@ describe('resolveConnection', () => {
       password: '',
       requestTimeoutMs: DEFAULTS.requestTimeoutMs,
       connections: DEFAULTS.connections,
+      ca: [],
     });
   });
 

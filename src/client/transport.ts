@@ -18,6 +18,7 @@ import { Pool } from 'undici';
 import type { Dispatcher, FormData } from 'undici';
 import type { ResolvedConnection } from '../options.js';
 import { ABORTED_CODE, TIMEOUT_CODE, classify, type ClassifyContext } from './classify.js';
+import { contextTrusting } from './trusted-cas.js';
 
 export type SendOutcome =
   /**
@@ -170,7 +171,10 @@ class PoolTransport implements HttpTransport {
       connections: connection.connections,
       headersTimeout: connection.requestTimeoutMs,
       bodyTimeout: connection.requestTimeoutMs,
-      connect: { timeout: connection.requestTimeoutMs },
+      connect:
+        connection.ca.length === 0
+          ? { timeout: connection.requestTimeoutMs }
+          : { timeout: connection.requestTimeoutMs, secureContext: contextTrusting(connection.ca) },
     });
   }
 

@@ -1,0 +1,141 @@
+/**
+ * The `ca` option: an `https` service whose certificate is signed by a CA Node does not know (a
+ * company CA, a self-signed set-up). The real local server sits behind a TLS front on 127.0.0.1
+ * whose certificate is signed by the test CA of `test/fixtures/tls` (`make.sh` regenerates it).
+ */
+import { readFileSync } from 'node:fs';
+import { connect, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../src/client/index.js';
+import { InvalidOptionError, NetworkError } from '../../src/errors.js';
+import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { resolveConnection } from '../../src/options.js';
+import { readAllCalls } from '../exporter/fault-proxy.js';
+import { emitSpans, providerFor } from '../exporter/spans.js';
+import { flushAll } from '../exporter/test-exporter.js';
+import { killSpawned } from '../helpers/node-process.js';
+import { runPackageScript } from '../helpers/package-script.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const fixtures = join(import.meta.dirname, '..', 'fixtures', 'tls');
+const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');
+const testCa = fixture('ca.pem');
+const otherCa = fixture('other-ca.pem');
+
+let server: TestServer;
+let front: { url: string; close(): Promise<void> };
+const credentials = { username: 'dev', password: 'pw' };
+
+/** TLS on `127.0.0.1:<port 0>`, each connection piped to the plain-HTTP server at `target`. */
+async function startTlsFront(target: string): Promise<{ url: string; close(): Promise<void> }> {
+  const port = Number(new URL(target).port);
+  const tls = createTlsServer({ key: fixture('server-key.pem'), cert: fixture('server-cert.pem') }, (socket) => {
+    const upstream = connect(port, '127.0.0.1');
+    socket.pipe(upstream).pipe(socket);
+    socket.on('error', () => upstream.destroy());
+    upstream.on('error', () => socket.destroy());
+  });
+  await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `https://127.0.0.1:${(tls.address() as AddressInfo).port}`,
+    close: () => new Promise((resolve) => tls.close(() => resolve())),
+  };
+}
+
+beforeAll(async () => {
+  server = await startTestServer();
+  front = await startTlsFront(server.url);
+});
+afterAll(async () => {
+  await front.close();
+  await server.close();
+});
+afterEach(() => killSpawned());
+
+async function serverInfoWith(options: { ca?: string | Uint8Array | Array<string | Uint8Array> }) {
+  const client = createClient({ baseUrl: front.url, ...credentials, ...options });
+  try {
+    return await client.serverInfo();
+  } finally {
+    await client.close();
+  }
+}
+
+describe('the ca option', () => {
+  it('without it, a certificate from an unknown CA is refused with a clear error, not retried', async () => {
+    const failure = await serverInfoWith({}).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(NetworkError);
+    expect((failure as NetworkError).errorCode).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
+    expect((failure as NetworkError).message).toContain(front.url);
+  });
+
+  it('trusts the given CA, as PEM text, bytes, or in a list', async () => {
+    for (const ca of [testCa, Buffer.from(testCa), new Uint8Array(Buffer.from(testCa)), [otherCa, testCa], otherCa + testCa]) {
+      expect(await serverInfoWith({ ca })).toHaveProperty('trace_server_version');
+    }
+  });
+
+  it('does not trust a certificate from a CA it was not given', async () => {
+    const failure = await serverInfoWith({ ca: otherCa }).catch((error: unknown) => error);
+    expect((failure as NetworkError).errorCode).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
+  });
+
+  it('adds to the CAs Node trusts instead of replacing them (NODE_EXTRA_CA_CERTS stays trusted)', async () => {
+    const script = `
+      const { createClient } = await import(process.env.CALLBRIDGE_ENTRY);
+      const client = createClient({ baseUrl: process.env.FRONT, username: 'dev', password: 'pw', ca: process.env.OTHER_CA });
+      const info = await client.serverInfo();
+      await client.close();
+      console.log('ok', typeof info);
+    `;
+    const run = await runPackageScript(script, {
+      NODE_EXTRA_CA_CERTS: join(fixtures, 'ca.pem'),
+      FRONT: front.url,
+      OTHER_CA: otherCa,
+    });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe('ok object');
+  });
+
+  it.each(['main', 'worker'] as const)('lets the exporter deliver over TLS (%s thread)', async (deliveryThread) => {
+    const projectId = `acme/tls-${deliveryThread}`;
+    const exporter = new CallbridgeExporter({ baseUrl: front.url, projectId, ...credentials, ca: testCa, deliveryThread });
+    const provider = providerFor(exporter);
+    try {
+      const emitted = emitSpans(provider, 20);
+      await flushAll(provider, exporter);
+      expect(exporter.stats()).toMatchObject({ delivered: 20, dropped: {} });
+      const calls = await readAllCalls(server.url, projectId, credentials);
+      expect(calls.map((call) => call.id).sort()).toEqual(emitted.map((span) => span.spanId).sort());
+    } finally {
+      await provider.shutdown();
+    }
+  });
+
+  it.each([
+    ['a number', 42],
+    ['an object', { cert: testCa }],
+    ['an empty list', []],
+    ['text with no certificate', 'not a certificate'],
+    ['a path instead of the file', join(fixtures, 'ca.pem')],
+    ['a private key', fixture('server-key.pem')],
+    ['a list with a bad entry', [testCa, 7]],
+    ['a certificate whose body is damaged', testCa.replace(/\n[A-Za-z0-9+/]{20}/, '\n!!!!')],
+  ])('refuses %s at construction, naming the option', (_, ca) => {
+    const attempt = () => resolveConnection({ baseUrl: front.url, ca: ca as string });
+    expect(attempt).toThrow(InvalidOptionError);
+    expect(attempt).toThrow(/`ca`/);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as Error).message.length).toBeLessThan(600);
+    }
+  });
+
+  it('refuses a bad ca in the exporter and the client too', () => {
+    expect(() => new CallbridgeExporter({ projectId: 'acme/x', ca: 'nope' })).toThrow(InvalidOptionError);
+    expect(() => createClient({ ca: 'nope' })).toThrow(InvalidOptionError);
+  });
+});
