@@ -1,6 +1,7 @@
 /**
- * The end of the process, for exporters used without `register()` (behind the application's own
- * `SimpleSpanProcessor` or `BatchSpanProcessor`), which has its own exit flush.
+ * The end of the process, for every exporter and every `register()`. An exporter behind the
+ * application's own processor flushes itself; `register()` turns that off on its exporter
+ * (`flushOnExit: false`) and takes part itself, flushing its provider and then the exporter.
  *
  * - `beforeExit` (the event loop ran dry: a script that simply ends): each exporter that was given
  *   spans since its last exit flush flushes them, bounded by `shutdownTimeoutMs`. Without it the
@@ -16,7 +17,7 @@
  * have spans in its worker, which must be flushed or counted like any other.
  */
 
-/** What an exporter tells the watch. */
+/** What an exporter (or `register()`) tells the watch. */
 export interface ExitParticipant {
   /** Flush what arrived since the last call, if anything did; never rejects. */
   flushBeforeExit(): void;

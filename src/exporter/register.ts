@@ -27,7 +27,7 @@ import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelem
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveLogLevel, type ExporterOptions } from '../options.js';
-import { flushWhenNew } from './exit-watch.js';
+import { flushWhenNew, watchExit } from './exit-watch.js';
 import { CallbridgeExporter, exportedSpans, flushBeforeExit } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
@@ -103,30 +103,35 @@ export function register(options: RegisterOptions = {}): Tracing {
     }
   };
 
-  const exitFlush = flushOnExit ? createExitFlush(processor, () => flushBeforeExit(exporter, forceFlush), log) : undefined;
-  exitFlush?.install();
-  // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose exit
-  // warning cannot see them.
-  const reportUnexported = (): void => {
-    const unexported = processor.endedSpans - exportedSpans(exporter);
-    if (unexported <= 0) return;
-    log.warn(
-      `callbridge: the process exited with ${unexported} ended ${unexported === 1 ? 'span' : 'spans'} that never reached the exporter ` +
-        "(in the BatchSpanProcessor's buffer, or dropped by it when full); lost (await forceFlush() or shutdown() before the process ends)",
-    );
-  };
-  if (spanProcessor === 'batch') process.on('exit', reportUnexported);
-
   let shuttingDown: Promise<void> | undefined;
+  // The exit flush (exit-watch.ts): on `beforeExit`, the provider then the exporter, when spans
+  // ended since the last one began; bounded by `shutdownTimeoutMs` (see flushBeforeExit).
+  const flushIfNew = flushWhenNew(() => processor.endedSpans, () => flushBeforeExit(exporter, forceFlush));
+  const unwatchExit = watchExit({
+    flushBeforeExit: () => {
+      if (flushOnExit && shuttingDown === undefined) flushIfNew();
+    },
+    // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose own exit
+    // warning cannot see them.
+    reportLostAtExit: () => {
+      const unexported = processor.endedSpans - exportedSpans(exporter);
+      if (spanProcessor !== 'batch' || unexported <= 0) return;
+      log.warn(
+        `callbridge: the process exited with ${unexported} ended ${unexported === 1 ? 'span' : 'spans'} that never reached the exporter ` +
+          "(in the BatchSpanProcessor's buffer, or dropped by it when full); lost (await forceFlush() or shutdown() before the process ends)",
+      );
+    },
+  });
+
   const shutdown = (): Promise<void> => {
     shuttingDown ??= (async () => {
-      exitFlush?.remove();
       try {
         await provider.shutdown();
       } catch (error) {
         log.error(`callbridge: shutdown failed: ${String(error)}`);
       }
-      process.removeListener('exit', reportUnexported);
+      // Watched until here: a process that exits during an unawaited shutdown is still told.
+      unwatchExit();
       if (ownsGlobal && currentGlobalProvider() === provider) {
         otelTrace.disable();
         context.disable();
@@ -203,29 +208,6 @@ class CountedProcessor implements CountingProcessor {
   shutdown(): Promise<void> {
     return this.inner.shutdown();
   }
-}
-
-/**
- * The `beforeExit` hook. `beforeExit` fires whenever the event loop runs dry; the flush's own
- * requests keep the process alive until they finish, after which it fires again. It flushes only
- * when spans ended since the last flush began, so the second firing is a no-op and the process
- * exits (a hook that always flushed could keep an idle process looping). The flush holds the
- * process for at most `shutdownTimeoutMs` (a batch in a long backoff is then dropped as `shutdown`,
- * counted, see `flushBeforeExit`); otherwise this hook never keeps a process alive by itself.
- */
-function createExitFlush(processor: CountingProcessor, forceFlush: () => Promise<void>, log: Log) {
-  const flushIfNew = flushWhenNew(() => processor.endedSpans, forceFlush);
-  const onBeforeExit = (): void => {
-    try {
-      flushIfNew();
-    } catch (error) {
-      log.error(`callbridge: exit flush failed: ${String(error)}`);
-    }
-  };
-  return {
-    install: () => process.on('beforeExit', onBeforeExit),
-    remove: () => process.removeListener('beforeExit', onBeforeExit),
-  };
 }
 
 /** Register `provider` as the global one; false (with a warning) when another already is. */

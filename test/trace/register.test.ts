@@ -57,9 +57,10 @@ const globalDelegate = () => (otelTrace.getTracerProvider() as ProxyTracerProvid
 
 describe('register()', () => {
   it('with global: false delivers spans of its own provider and leaves the globals alone', async () => {
-    // Exporters share one exit listener, added once per process; register()'s own comes and goes.
+    // Exporters and register() share one exit listener per event, added once per process.
     await new CallbridgeExporter({ projectId: 'acme/local', deliveryThread: 'main' }).shutdown();
-    const listenersBefore = process.listenerCount('beforeExit');
+    const listenersBefore = { beforeExit: process.listenerCount('beforeExit'), exit: process.listenerCount('exit') };
+    const listenerCounts = () => ({ beforeExit: process.listenerCount('beforeExit'), exit: process.listenerCount('exit') });
     const tracing = register({
       baseUrl: server.url,
       projectId: 'acme/local',
@@ -68,7 +69,7 @@ describe('register()', () => {
       global: false,
     });
     expect(globalDelegate()).not.toBe(tracing.provider);
-    expect(process.listenerCount('beforeExit')).toBe(listenersBefore + 1);
+    expect(listenerCounts()).toEqual(listenersBefore);
 
     const span = tracing.provider.getTracer('test').startSpan('hello');
     span.setAttribute('inputs', JSON.stringify({ question: 'why' }));
@@ -82,7 +83,7 @@ describe('register()', () => {
 
     await tracing.shutdown();
     await tracing.shutdown(); // idempotent
-    expect(process.listenerCount('beforeExit')).toBe(listenersBefore);
+    expect(listenerCounts()).toEqual(listenersBefore);
   });
 
   it('registers globally by default, so trace() calls arrive as calls; shutdown unregisters', async () => {
@@ -194,6 +195,25 @@ console.log('done');
     expect(calls).toHaveLength(50);
     expect(calls.every((call) => call.op_name === 'work' && call.ended_at !== null)).toBe(true);
     expect(new Set(calls.map((call) => (call.inputs as { n: number }).n)).size).toBe(50);
+  });
+
+  it('with flushOnExit: false, flushes nothing and says how many spans are lost', async () => {
+    const run = await runScript(
+      'no-exit-flush.mjs',
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/no-exit-flush', username: 'dev', password: 'pw', flushOnExit: false, deliveryThread: 'main' });
+const work = trace(function work(n) { return n; });
+for (let i = 0; i < 3; i++) work(i);
+console.log('done');
+`,
+      server.url,
+    );
+    expect(run.code).toBe(0);
+    expect(run.output).toBe(
+      'done\ncallbridge: the process exited with 3 spans not yet delivered; they are lost (await forceFlush() or shutdown() before the process ends)',
+    );
+    expect(await queryCalls('acme/no-exit-flush')).toHaveLength(0);
   });
 
   it('counts a span stuck in a long backoff as dropped (shutdown) after shutdownTimeoutMs, and exits', async () => {
