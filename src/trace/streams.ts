@@ -13,7 +13,7 @@
  */
 import { context } from '@opentelemetry/api';
 import type { Context } from '@opentelemetry/api';
-import type { CallEnd } from './call-end.js';
+import type { CallEnd, EarlyEnd } from './call-end.js';
 import { messageOf } from './capture.js';
 import { instrumentWebStream, isWebReadableStream, UNOBSERVABLE_STREAM } from './web-streams.js';
 
@@ -24,6 +24,18 @@ export type StreamShape = 'generator' | 'asyncGenerator' | 'asyncIterable' | 'we
 
 type Step = 'next' | 'return' | 'throw';
 type IteratorMethod = (...args: unknown[]) => unknown;
+
+/** What a traced call keeps of its stream's chunks. */
+export interface ChunkPolicy {
+  /** The user's `reduce`: it is given every chunk. */
+  readonly reduce: ((chunks: unknown[]) => unknown) | undefined;
+  /**
+   * Without `reduce`, text and bytes kept stop at this many (the capture's `maxValueBytes`, past
+   * which it would cut them anyway), so a long download is not held in memory. 0 keeps nothing
+   * (the output is not captured).
+   */
+  readonly maxKeptBytes: number;
+}
 
 /**
  * Which kind of stream `value` is, if any. A web `ReadableStream` is one (web-streams.ts); a Node
@@ -44,29 +56,55 @@ export function streamShape(value: object): StreamShape | undefined {
 /** The chunks of one streamed call and how its output is built from them. */
 export class StreamRun {
   private readonly chunks: unknown[] = [];
+  private keptBytes = 0;
   private skipped = 0;
 
   constructor(
     readonly end: CallEnd,
     readonly ctx: Context,
-    private readonly reduce: ((chunks: unknown[]) => unknown) | undefined,
+    private readonly policy: ChunkPolicy,
   ) {}
 
   push(chunk: unknown): void {
-    // With a reducer the user asked for every chunk; without one, keep a bounded prefix.
-    if (this.reduce !== undefined || this.chunks.length < MAX_KEPT_CHUNKS) this.chunks.push(chunk);
-    else this.skipped++;
+    if (this.policy.maxKeptBytes === 0) return;
+    if (this.policy.reduce === undefined) {
+      // Without a reducer, keep a bounded prefix: by count, and by size for text and bytes.
+      const size = typeof chunk === 'string' ? chunk.length : ArrayBuffer.isView(chunk) ? chunk.byteLength : 0;
+      // The chunk that crosses the size bound is still kept: one long answer stays visible, cut by the capture.
+      if (this.chunks.length >= MAX_KEPT_CHUNKS || this.keptBytes >= this.policy.maxKeptBytes) {
+        this.skipped++;
+        return;
+      }
+      this.keptBytes += size;
+    }
+    // Bytes are copied: the consumer may reuse its buffer, or a byte stream transfer it away.
+    this.chunks.push(ArrayBuffer.isView(chunk) ? copyOfView(chunk) : chunk);
   }
 
   output(): unknown {
-    if (this.reduce !== undefined) {
+    const { reduce } = this.policy;
+    if (reduce !== undefined) {
       try {
-        return this.reduce(this.chunks.slice());
+        return reduce(this.chunks.slice());
       } catch (error) {
         return `[reduce threw: ${messageOf(error)}]`;
       }
     }
-    return this.skipped === 0 ? this.chunks : [...this.chunks, `[${this.skipped} more chunks]`];
+    return this.skipped === 0 ? this.chunks.slice() : [...this.chunks, `[${this.skipped} more chunks]`];
+  }
+
+  /** End the call with the output so far, and let go of the chunks (the stream may live on). */
+  finish(early?: EarlyEnd): void {
+    if (this.end.done) return;
+    const output = this.output();
+    this.release();
+    this.end.succeed(output, early);
+  }
+
+  /** End the call with `error`. */
+  fail(error: unknown): void {
+    this.release();
+    this.end.fail(error);
   }
 
   /** Account for one iterator result; ends the call when the iterator reports done. */
@@ -77,12 +115,21 @@ export class StreamRun {
       done = (result as IteratorResult<unknown>).done;
       value = (result as IteratorResult<unknown>).value;
     } catch (error) {
-      this.end.fail(error);
+      this.fail(error);
       return;
     }
-    if (done) this.end.succeed(this.output(), step === 'return' ? 'cancelled' : undefined);
-    else this.push(value);
+    if (done) this.finish(step === 'return' ? 'cancelled' : undefined);
+    else if (!this.end.done) this.push(value);
   }
+
+  private release(): void {
+    this.chunks.length = 0;
+    this.keptBytes = 0;
+  }
+}
+
+function copyOfView(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength).slice();
 }
 
 /**
@@ -94,9 +141,9 @@ export function instrumentStream<T extends object>(
   shape: StreamShape,
   end: CallEnd,
   ctx: Context,
-  reduce: ((chunks: unknown[]) => unknown) | undefined,
+  chunks: ChunkPolicy,
 ): T {
-  const run = new StreamRun(end, ctx, reduce);
+  const run = new StreamRun(end, ctx, chunks);
   end.watch(value, () => run.output());
   if (shape === 'webStream') return instrumentWebStream(value as T & ReadableStream, run);
   if (shape === 'asyncIterable') {
@@ -167,7 +214,7 @@ function observedStep(
     try {
       result = context.with(run.ctx, original, self, ...args);
     } catch (error) {
-      run.end.fail(error);
+      run.fail(error);
       throw error;
     }
     if (!isAsync) {
@@ -180,7 +227,7 @@ function observedStep(
         return settled;
       },
       (error: unknown) => {
-        run.end.fail(error);
+        run.fail(error);
         throw error;
       },
     );

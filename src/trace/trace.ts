@@ -235,7 +235,10 @@ function settleValue(call: TracedCall, end: CallEnd, ctx: Context, value: unknow
     } catch {
       shape = undefined;
     }
-    if (shape !== undefined) return instrumentStream(value, shape, end, ctx, call.reduce);
+    if (shape !== undefined) {
+      const maxKeptBytes = call.captureOutput ? call.policy.maxValueBytes : 0;
+      return instrumentStream(value, shape, end, ctx, { reduce: call.reduce, maxKeptBytes });
+    }
   }
   end.succeed(value);
   return value;

@@ -222,20 +222,134 @@ describe('web ReadableStream results', () => {
     expect(jsonAttribute(tracing.span('sdkCall'), 'output')).toEqual(['a', 'b']);
   });
 
-  it('gives a BYOB reader of a byte stream unchanged, and ends the call as unobservable', async () => {
+  it('keeps a byte stream a byte stream: BYOB readers and byte tee() work, and are observed', async () => {
     const bytesOut = trace(function bytesOut() {
+      let sent = 0;
       return new ReadableStream({
         type: 'bytes',
         pull(controller) {
-          controller.enqueue(new Uint8Array([1, 2, 3]));
-          controller.close();
+          if (sent++ < 2) controller.enqueue(new Uint8Array([sent, sent, sent]));
+          else controller.close();
         },
       });
     });
     const reader = bytesOut().getReader({ mode: 'byob' });
-    const { value } = await reader.read(new Uint8Array(8));
-    expect([...value!]).toEqual([1, 2, 3]);
-    expect(tracing.span('bytesOut').attributes.output).toBe('[unobservable stream]');
+    const first = await reader.read(new Uint8Array(2));
+    expect([...first.value!]).toEqual([1, 1]);
+    const second = await reader.read(new Uint8Array(8));
+    expect([...second.value!]).toEqual([1]);
+    const third = await reader.read(new Uint8Array(8));
+    expect([...third.value!]).toEqual([2, 2, 2]);
+    const last = await reader.read(new Uint8Array(8));
+    expect(last.done).toBe(true);
+    const base64 = (bytes: number[]) => Buffer.from(bytes).toString('base64');
+    expect(jsonAttribute(tracing.span('bytesOut'), 'output')).toEqual([base64([1, 1, 1]), base64([2, 2, 2])]);
+
+    const [left, right] = bytesOut().tee();
+    const leftReader = left.getReader({ mode: 'byob' });
+    const leftChunk = await leftReader.read(new Uint8Array(8));
+    const rightReader = right.getReader();
+    const rightChunk = await rightReader.read();
+    expect([...leftChunk.value!]).toEqual([1, 1, 1]);
+    expect(rightChunk.value).not.toBe(leftChunk.value);
+    expect([...(rightChunk.value as Uint8Array)]).toEqual([1, 1, 1]);
+    await Promise.all([leftReader.cancel(), rightReader.cancel()]);
+  });
+
+  it("passes on the source's close at once: reader.closed settles after the last chunk, and the call ends", async () => {
+    const closing = trace(function closing() {
+      return new ReadableStream<string>({
+        start(controller) {
+          controller.enqueue('only');
+          controller.close();
+        },
+      });
+    });
+    const reader = closing().getReader();
+    expect(await reader.read()).toEqual({ done: false, value: 'only' });
+    await reader.closed;
+    expect(jsonAttribute(tracing.span('closing'), 'output')).toEqual(['only']);
+  });
+
+  it("passes on the source's error while no read is pending: reader.closed rejects with it, the call fails", async () => {
+    const failure = new Error('connection reset');
+    let fail!: (error: unknown) => void;
+    const idle = trace(function idle() {
+      return new ReadableStream<string>({
+        start(controller) {
+          controller.enqueue('first');
+          fail = (error) => controller.error(error);
+        },
+      });
+    });
+    const reader = idle().getReader();
+    await reader.read();
+    fail(failure);
+    await expect(reader.closed).rejects.toBe(failure);
+    expect(tracing.span('idle').status).toEqual({ code: SpanStatusCode.ERROR, message: 'connection reset' });
+  });
+
+  it('records a cancel of a stream that had failed as the failure, and rejects it with the same error', async () => {
+    const failure = new Error('upstream gone');
+    const failed = trace(function failed() {
+      return new ReadableStream<string>({ start: (controller) => controller.error(failure) });
+    });
+    const stream = failed();
+    await expect(stream.cancel('bye')).rejects.toBe(failure);
+    const span = tracing.span('failed');
+    expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    expect(span.attributes['callbridge.stream.end']).toBeUndefined();
+  });
+
+  it('observes a default reader taken after a BYOB attempt failed (feature detection)', async () => {
+    const stream = streamAnswer('hi');
+    expect(() => stream.getReader({ mode: 'byob' })).toThrow(TypeError);
+    expect(await text(stream)).toBe('Hello, world');
+    expect(jsonAttribute(tracing.span('streamAnswer'), 'output')).toEqual(answer);
+  });
+
+  it('keeps text and bytes up to maxValueBytes, counts the rest, and keeps nothing when the output is not captured', async () => {
+    const chunk = 'x'.repeat(1000);
+    const long = (name: string, options: Parameters<typeof trace>[1]) =>
+      trace(() => new ReadableStream<string>({ pull: (controller) => controller.enqueue(chunk) }), { name, ...options });
+    const readChunks = async (stream: ReadableStream<string>, count: number) => {
+      const reader = stream.getReader();
+      for (let i = 0; i < count; i++) await reader.read();
+      await reader.cancel();
+    };
+    await readChunks(long('bounded', { maxValueBytes: 4096 })(), 50);
+    const output = jsonAttribute(tracing.span('bounded'), 'output') as string[];
+    expect(output).toHaveLength(6);
+    expect(output.at(-1)).toBe('[45 more chunks]');
+    await readChunks(long('uncaptured', { captureOutput: false })(), 5);
+    expect(tracing.span('uncaptured').attributes.output).toBeUndefined();
+  });
+
+  it("leaves a subclass's own locked getter alone", async () => {
+    class Custom extends ReadableStream<string> {
+      override get locked(): boolean {
+        return super.locked;
+      }
+    }
+    const custom = trace(function custom() {
+      return new Custom({ start: (controller) => controller.close() });
+    });
+    const stream = custom();
+    expect(Object.getOwnPropertyDescriptor(stream, 'locked')).toBeUndefined();
+    await text(stream);
+    expect(jsonAttribute(tracing.span('custom'), 'output')).toEqual([]);
+  });
+
+  it('patches nothing when one of the methods cannot be replaced, and ends the call as unobservable', async () => {
+    const fixed = trace(function fixed() {
+      const stream = wordStream(['a']).stream;
+      Object.defineProperty(stream, 'cancel', { value: ReadableStream.prototype.cancel, configurable: false });
+      return stream;
+    });
+    const stream = fixed();
+    expect(Object.getOwnPropertyDescriptor(stream, 'getReader')).toBeUndefined();
+    expect(tracing.span('fixed').attributes.output).toBe('[unobservable stream]');
+    expect(await text(stream)).toBe('a');
   });
 
   it('ends a frozen stream at once as unobservable, and the stream still reads', async () => {
