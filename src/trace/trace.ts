@@ -28,8 +28,10 @@ export interface TraceOptions {
   /** Sets `wandb.display_name` (the call's `display_name`). */
   readonly displayName?: string;
   /**
-   * Builds a streamed call's output from its chunks. Every chunk is kept when it is given.
-   * @default the list of chunks, at most 1000 (later ones are counted in a marker)
+   * Builds a streamed call's output from its chunks (of a generator, an async iterable or a web
+   * `ReadableStream`). Every chunk is kept until the call ends when it is given.
+   * @default the list of chunks, at most 1000 and, of text and bytes, about `maxValueBytes`
+   * (later ones are counted in a marker)
    */
   readonly reduce?: (chunks: unknown[]) => unknown;
   /**
