@@ -16,7 +16,9 @@
  * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
  * NaN/Infinity -> text; functions -> `"[Function name]"`; symbols -> `"Symbol(description)"`;
  * errors -> `{name, message, stack, cause?, ...own properties}`; promises, weak collections ->
- * `"[Promise]"`, `"[WeakMap]"`...; `undefined` object members are left out, as JSON does.
+ * `"[Promise]"`, `"[WeakMap]"`...; streams -> `"[Readable stream]"`, `"[ReadableStream]"`... (a Node
+ * stream's properties are its internal state and buffered data); `undefined` object members are
+ * left out, as JSON does.
  */
 import { types } from 'node:util';
 import type { Redactor } from './redact.js';
@@ -186,7 +188,27 @@ function copyByKind(obj: object, walk: Walk, depth: number): unknown {
   if (types.isPromise(obj)) return '[Promise]';
   if (types.isWeakMap(obj)) return '[WeakMap]';
   if (types.isWeakSet(obj)) return '[WeakSet]';
-  return copyPlain(obj, walk, depth);
+  return streamLabel(obj) ?? copyPlain(obj, walk, depth);
+}
+
+const WEB_STREAM_TAGS = new Set(['ReadableStream', 'WritableStream', 'TransformStream']);
+
+/**
+ * A stream as a label: a Node stream's own properties are its internal state (buffered chunks
+ * included, which would be captured as base64), and a web stream has none.
+ */
+function streamLabel(obj: object): string | undefined {
+  const candidate = obj as { pipe?: unknown; _readableState?: unknown; _writableState?: unknown; [Symbol.toStringTag]?: unknown };
+  if (typeof candidate.pipe === 'function') {
+    const readable = typeof candidate._readableState === 'object' && candidate._readableState !== null;
+    const writable = typeof candidate._writableState === 'object' && candidate._writableState !== null;
+    if (readable && writable) return '[Duplex stream]';
+    if (readable) return '[Readable stream]';
+    if (writable) return '[Writable stream]';
+    return undefined;
+  }
+  const tag = candidate[Symbol.toStringTag];
+  return typeof tag === 'string' && WEB_STREAM_TAGS.has(tag) ? `[${tag}]` : undefined;
 }
 
 /** An object by its own enumerable properties, or by its `toJSON()` when it has one. */

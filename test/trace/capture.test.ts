@@ -1,3 +1,4 @@
+import { PassThrough, Readable, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { CapturePolicy } from '../../src/trace/capture.js';
 import { capture, captureText, DEFAULT_MAX_VALUE_BYTES } from '../../src/trace/capture.js';
@@ -118,6 +119,32 @@ describe('capture: values that are not JSON', () => {
       weak: '[WeakMap]',
     });
     expect(copy([undefined, () => 1])).toEqual([null, '[Function anonymous]']);
+  });
+
+  it('writes streams as labels, never their internal state or buffered data', () => {
+    const secret = Buffer.from('buffered file contents');
+    const readable = new Readable({ read() {} });
+    readable.push(secret);
+    expect(
+      copy({
+        readable,
+        writable: new Writable({ write: (_chunk, _encoding, done) => done() }),
+        duplex: new PassThrough(),
+        web: new ReadableStream(),
+        sink: new WritableStream(),
+        transform: new TransformStream(),
+      }),
+    ).toEqual({
+      readable: '[Readable stream]',
+      writable: '[Writable stream]',
+      duplex: '[Duplex stream]',
+      web: '[ReadableStream]',
+      sink: '[WritableStream]',
+      transform: '[TransformStream]',
+    });
+    expect(capture(readable, policy()).json).not.toContain(secret.toString('base64'));
+    // Something with a pipe method of its own that is not a Node stream is copied as usual.
+    expect(copy(new (class Plumbing { pipe() {} tool = 'wrench'; })())).toEqual({ tool: 'wrench' });
   });
 
   it('writes errors with name, message, stack, cause and own properties', () => {
