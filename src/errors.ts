@@ -141,7 +141,16 @@ export class UnexpectedResponseError extends CallbridgeHttpError {
 /** Longest part of a received string an error message quotes (a wrong file's whole text helps no one). */
 const MAX_DESCRIBED_CHARS = 120;
 
+/**
+ * What an option received, told in words instead of quoted: for values an error message must not
+ * repeat (key material, a whole file).
+ */
+export class ReceivedDescription {
+  constructor(readonly text: string) {}
+}
+
 function describe(value: unknown): string {
+  if (value instanceof ReceivedDescription) return value.text;
   if (typeof value === 'string') {
     if (value.length <= MAX_DESCRIBED_CHARS) return JSON.stringify(value);
     return `${JSON.stringify(value.slice(0, MAX_DESCRIBED_CHARS))}... (${value.length} characters)`;

@@ -4,8 +4,8 @@
  * explicit option, then environment, then default. Validation happens here, at construction,
  * with a message naming the option and the value received.
  */
-import { X509Certificate } from 'node:crypto';
-import { InvalidOptionError } from './errors.js';
+import { blockLabels, certificateBlocks, certificateProblem } from './client/pem.js';
+import { InvalidOptionError, ReceivedDescription } from './errors.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
 
 const MiB = 1024 * 1024;
@@ -45,9 +45,10 @@ export interface ConnectionOptions {
    */
   readonly connections?: number;
   /**
-   * Certificates of CAs to trust for an `https` service, besides Node's own roots and those of
-   * `NODE_EXTRA_CA_CERTS`: a company CA, or the CA that signed a service's own certificate. PEM
-   * text (one or more `-----BEGIN CERTIFICATE-----` blocks) as a string or bytes, or a list of them.
+   * Certificates of CAs to trust for an `https` service, in addition to what Node trusts (its
+   * roots, `NODE_EXTRA_CA_CERTS`, the system store under `--use-openssl-ca`): a company CA, or the
+   * CA that signed a service's own certificate. PEM text (one or more `-----BEGIN CERTIFICATE-----`
+   * or `TRUSTED CERTIFICATE` blocks) as a string or bytes, or a list of them.
    * @default none
    */
   readonly ca?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
@@ -207,13 +208,11 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
   };
 }
 
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
 const CA_EXPECTED = 'PEM certificates (text or bytes with -----BEGIN CERTIFICATE----- blocks, or a list of them)';
 
 /**
- * The `ca` option split into single PEM certificates, each parsed here so that a wrong file (a
- * key, a DER file, a path instead of its content) is refused by name at construction rather than
- * failing every request later with a TLS error.
+ * The `ca` option split into single PEM certificates, each checked (client/pem.ts). A refused
+ * value is described, never quoted: it may be key material.
  */
 function pemCertificates(option: ConnectionOptions['ca']): string[] {
   if (option === undefined) return [];
@@ -223,18 +222,32 @@ function pemCertificates(option: ConnectionOptions['ca']): string[] {
   for (const entry of entries) {
     if (typeof entry !== 'string' && !(entry instanceof Uint8Array)) throw new InvalidOptionError('ca', CA_EXPECTED, entry);
     const text = typeof entry === 'string' ? entry : Buffer.from(entry.buffer, entry.byteOffset, entry.byteLength).toString('latin1');
-    const found = text.match(PEM_CERTIFICATE);
-    if (found === null) throw new InvalidOptionError('ca', CA_EXPECTED, entry);
-    for (const pem of found) {
-      try {
-        new X509Certificate(pem);
-      } catch (error) {
-        throw new InvalidOptionError('ca', `${CA_EXPECTED}; one does not parse (${(error as Error).message})`, pem);
+    const blocks = certificateBlocks(text);
+    if (blocks.length === 0) throw new InvalidOptionError('ca', CA_EXPECTED, new ReceivedDescription(describeNonCertificate(entry, text)));
+    for (const [index, block] of blocks.entries()) {
+      const problem = certificateProblem(block);
+      if (problem !== undefined) {
+        throw new InvalidOptionError('ca', CA_EXPECTED, new ReceivedDescription(`certificate ${index + 1} of ${blocks.length} that does not parse (${problem})`));
       }
-      certificates.push(pem);
+      certificates.push(block);
     }
   }
   return certificates;
+}
+
+/** What a `ca` entry without a certificate holds, in words that repeat nothing secret. */
+function describeNonCertificate(entry: string | Uint8Array, text: string): string {
+  const labels = blockLabels(text);
+  if (labels.length > 0) return `PEM with no certificate (blocks: ${[...new Set(labels)].join(', ')})`;
+  if (typeof entry !== 'string') {
+    return `${entry.byteLength} bytes with no PEM block (a DER file? convert it: openssl x509 -inform der -in ca.der -out ca.pem)`;
+  }
+  if (looksLikePath(entry)) return `the file path ${JSON.stringify(entry)} (pass the file's content: readFileSync(path))`;
+  return `text of ${entry.length} characters with no PEM block`;
+}
+
+function looksLikePath(text: string): boolean {
+  return text.length <= 1024 && !/[\r\n]/.test(text) && (/[\\/]/.test(text) || /\.(pem|crt|cer|der)$/i.test(text));
 }
 
 function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {

@@ -172,9 +172,9 @@ class PoolTransport implements HttpTransport {
       headersTimeout: connection.requestTimeoutMs,
       bodyTimeout: connection.requestTimeoutMs,
       connect:
-        connection.ca.length === 0
-          ? { timeout: connection.requestTimeoutMs }
-          : { timeout: connection.requestTimeoutMs, secureContext: contextTrusting(connection.ca) },
+        connection.ca.length > 0 && base.protocol === 'https:'
+          ? { timeout: connection.requestTimeoutMs, secureContext: contextTrusting(connection.ca) }
+          : { timeout: connection.requestTimeoutMs },
     });
   }
 

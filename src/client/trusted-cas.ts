@@ -1,36 +1,44 @@
 /**
- * TLS trust for the `ca` option. Node's `ca` TLS option replaces its trust store rather than
- * adding to it, so the context trusts Node's default CAs first and the option's certificates
- * after them: a company CA added this way does not stop public services from verifying.
+ * TLS trust for the `ca` option: Node's default trust store plus the option's certificates.
  *
- * The context is built once per transport and handed to every connection (`secureContext`):
- * given `ca` itself, each TLS connection would parse the ~150 root certificates again.
+ * Node's own `ca` TLS option replaces the default store, so passing it on would stop public
+ * services, `NODE_EXTRA_CA_CERTS` and a system store chosen with `--use-openssl-ca` from
+ * verifying. Instead the secure context starts from Node's defaults and the certificates are
+ * added to it (`addCACert` gives the context its own copy of the default store first). Node 20's
+ * copy leaves out the `NODE_EXTRA_CA_CERTS` certificates, so those are added as well (a
+ * certificate added twice is kept once).
+ *
+ * Built once per transport and handed to every connection (`secureContext`): given `ca` itself,
+ * each TLS connection would parse the ~150 root certificates again.
  */
 import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
+import { certificateBlocks } from './pem.js';
+
+// Read once, as Node reads the variable once at start (and takes only plain CERTIFICATE blocks).
+const extraCaCertificates = readExtraCaCertificates(process.env.NODE_EXTRA_CA_CERTS);
+
+interface NativeContext {
+  addCACert(pem: string): void;
+}
 
 /** A secure context trusting Node's default CAs and `extra` (PEM certificates). */
 export function contextTrusting(extra: readonly string[]): tls.SecureContext {
-  return tls.createSecureContext({ ca: [...defaultCas(), ...extra] });
+  const secureContext = tls.createSecureContext();
+  const native = (secureContext as { context?: Partial<NativeContext> }).context;
+  if (typeof native?.addCACert !== 'function') {
+    // A Node without the native context's addCACert: Node's bundled roots, its extra
+    // certificates and ours (a system store chosen with --use-openssl-ca is not kept there).
+    return tls.createSecureContext({ ca: [...tls.rootCertificates, ...extraCaCertificates, ...extra] });
+  }
+  for (const pem of [...extraCaCertificates, ...extra]) native.addCACert(pem);
+  return secureContext;
 }
 
-type CaLister = (type: 'default') => string[];
-
-function defaultCas(): readonly string[] {
-  // Node 22.15+ lists its whole default store: bundled roots, NODE_EXTRA_CA_CERTS, and the system
-  // store under --use-openssl-ca / --use-system-ca.
-  const list = (tls as { getCACertificates?: CaLister }).getCACertificates;
-  if (typeof list === 'function') return list('default');
-  // Older Node: its bundled roots and NODE_EXTRA_CA_CERTS (read by Node at start, from the same
-  // variable). A system store chosen with --use-openssl-ca is not listed there and is not kept.
-  return [...tls.rootCertificates, ...extraCaCertificates()];
-}
-
-function extraCaCertificates(): string[] {
-  const path = process.env.NODE_EXTRA_CA_CERTS;
+function readExtraCaCertificates(path: string | undefined): string[] {
   if (path === undefined || path === '') return [];
   try {
-    return [readFileSync(path, 'latin1')];
+    return certificateBlocks(readFileSync(path, 'latin1')).filter((block) => !block.startsWith('-----BEGIN TRUSTED'));
   } catch {
     // Node has already warned about an unreadable file at start-up.
     return [];

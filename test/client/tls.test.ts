@@ -71,8 +71,10 @@ describe('the ca option', () => {
     expect((failure as NetworkError).message).toContain(front.url);
   });
 
-  it('trusts the given CA, as PEM text, bytes, or in a list', async () => {
-    for (const ca of [testCa, Buffer.from(testCa), new Uint8Array(Buffer.from(testCa)), [otherCa, testCa], otherCa + testCa]) {
+  it("trusts the given CA, as PEM text, bytes, in a list, in a bundle, or in OpenSSL's trusted form", async () => {
+    const bundle = `subject=CN = other\r\n${otherCa.replaceAll('\n', '\r\n')}\nsome notes - with dashes\n${testCa}`;
+    const pooled = Buffer.concat([Buffer.from('xx'), Buffer.from(testCa)]).subarray(2);
+    for (const ca of [testCa, Buffer.from(testCa), pooled, [otherCa, testCa], bundle, fixture('ca-trusted.pem')]) {
       expect(await serverInfoWith({ ca })).toHaveProperty('trace_server_version');
     }
   });
@@ -99,6 +101,19 @@ describe('the ca option', () => {
     expect(run.stdout.trim()).toBe('ok object');
   });
 
+  it('keeps the system store chosen with --use-openssl-ca', async () => {
+    const script = `
+      const { createClient } = await import(process.env.CALLBRIDGE_ENTRY);
+      const client = createClient({ baseUrl: process.env.FRONT, username: 'dev', password: 'pw', ca: process.env.OTHER_CA });
+      await client.serverInfo();
+      await client.close();
+      console.log('ok');
+    `;
+    const run = await runPackageScript(script, { SSL_CERT_FILE: join(fixtures, 'ca.pem'), FRONT: front.url, OTHER_CA: otherCa }, ['--use-openssl-ca']);
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe('ok');
+  });
+
   it.each(['main', 'worker'] as const)('lets the exporter deliver over TLS (%s thread)', async (deliveryThread) => {
     const projectId = `acme/tls-${deliveryThread}`;
     const exporter = new CallbridgeExporter({ baseUrl: front.url, projectId, ...credentials, ca: testCa, deliveryThread });
@@ -114,24 +129,37 @@ describe('the ca option', () => {
     }
   });
 
+  const keyPem = fixture('server-key.pem');
+  const keyBody = keyPem.split('\n')[1]!;
   it.each([
-    ['a number', 42],
-    ['an object', { cert: testCa }],
-    ['an empty list', []],
-    ['text with no certificate', 'not a certificate'],
-    ['a path instead of the file', join(fixtures, 'ca.pem')],
-    ['a private key', fixture('server-key.pem')],
-    ['a list with a bad entry', [testCa, 7]],
-    ['a certificate whose body is damaged', testCa.replace(/\n[A-Za-z0-9+/]{20}/, '\n!!!!')],
-  ])('refuses %s at construction, naming the option', (_, ca) => {
+    ['a number', 42, 'got 42'],
+    ['an object', { cert: testCa }, 'got object [object Object]'],
+    ['an empty list', [], 'got object [object Array]'],
+    ['text with no certificate', 'not a certificate', 'got text of 17 characters with no PEM block'],
+    ['a path instead of the file', '/etc/ssl/company-ca.pem', `got the file path "/etc/ssl/company-ca.pem" (pass the file's content: readFileSync(path))`],
+    ['a private key (never quoted)', keyPem, 'got PEM with no certificate (blocks: PRIVATE KEY)'],
+    ['DER bytes', Buffer.from([0x30, 0x82, 0x01, 0x0a]), 'got 4 bytes with no PEM block (a DER file?'],
+    ['a list with a bad entry', [testCa, 7], 'got 7'],
+    ['a certificate whose body is damaged', testCa.replace(/\n[A-Za-z0-9+/]{20}/, '\nAAAAAAAAAAAAAAAAAAAA'), 'got certificate 1 of 1 that does not parse'],
+  ])('refuses %s at construction, naming the option and what it got', (_, ca, got) => {
     const attempt = () => resolveConnection({ baseUrl: front.url, ca: ca as string });
     expect(attempt).toThrow(InvalidOptionError);
-    expect(attempt).toThrow(/`ca`/);
+    let message = '';
     try {
       attempt();
     } catch (error) {
-      expect((error as Error).message.length).toBeLessThan(600);
+      message = (error as Error).message;
     }
+    expect(message).toMatch(/^Expected `ca` to be PEM certificates/);
+    expect(message).toContain(got);
+    expect(message).not.toContain(keyBody.slice(0, 16));
+    expect(message.length).toBeLessThan(400);
+  });
+
+  it('builds no TLS context for an http service (ca is for https)', async () => {
+    const client = createClient({ baseUrl: server.url, ...credentials, ca: testCa });
+    expect(await client.serverInfo()).toHaveProperty('trace_server_version');
+    await client.close();
   });
 
   it('refuses a bad ca in the exporter and the client too', () => {
