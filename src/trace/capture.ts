@@ -10,7 +10,8 @@
  * How non-JSON values are written:
  * cycles -> `"[Circular]"` (a reference to an ancestor; shared references are copied again);
  * a getter that throws -> `"[Getter threw: message]"`; class instances -> their own enumerable
- * properties; `toJSON()` is honoured (a throwing one gives `"[toJSON threw: message]"`);
+ * properties, or `"[ClassName]"` when they have none; fetch's `Headers` -> an object, `Response`
+ * and `Request` -> status, URL and headers; `toJSON()` is honoured (a throwing one gives `"[toJSON threw: message]"`);
  * Map -> an object when every key is a string, else a list of `[key, value]` pairs; Set -> a list;
  * Date -> ISO text; bytes (Buffer, Uint8Array, ArrayBuffer) -> base64 text, or `"[Buffer N bytes]"`
  * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
@@ -188,7 +189,37 @@ function copyByKind(obj: object, walk: Walk, depth: number): unknown {
   if (types.isPromise(obj)) return '[Promise]';
   if (types.isWeakMap(obj)) return '[WeakMap]';
   if (types.isWeakSet(obj)) return '[WeakSet]';
-  return streamLabel(obj) ?? copyPlain(obj, walk, depth);
+  const fetched = fetchTypeData(obj);
+  if (fetched !== undefined) return copyPlain(fetched, walk, depth);
+  return streamLabel(obj) ?? copyInstance(obj, walk, depth);
+}
+
+/**
+ * fetch's `Headers`, `Request` and `Response` keep their data in private fields (their own
+ * properties are none, which would read `{}`): what they say, without touching a body. Header
+ * names go through redaction like any key (`authorization`, `set-cookie`).
+ */
+function fetchTypeData(obj: object): object | undefined {
+  if (typeof Headers === 'function' && obj instanceof Headers) return Object.fromEntries(obj);
+  if (typeof Response === 'function' && obj instanceof Response) {
+    return { status: obj.status, statusText: obj.statusText, url: obj.url, headers: Object.fromEntries(obj.headers) };
+  }
+  if (typeof Request === 'function' && obj instanceof Request) {
+    return { method: obj.method, url: obj.url, headers: Object.fromEntries(obj.headers) };
+  }
+  return undefined;
+}
+
+/**
+ * A class instance by its own enumerable properties (or `toJSON()`); one with none (its state in
+ * private fields or on its prototype) by its class name, `"[Name]"`, which says more than `{}`.
+ */
+function copyInstance(obj: object, walk: Walk, depth: number): unknown {
+  if (typeof (obj as { toJSON?: unknown }).toJSON !== 'function' && Object.keys(obj).length === 0) {
+    const name = (obj.constructor as { name?: unknown } | undefined)?.name;
+    if (typeof name === 'string' && name !== '' && name !== 'Object') return `[${name}]`;
+  }
+  return copyPlain(obj, walk, depth);
 }
 
 const WEB_STREAM_TAGS = new Set(['ReadableStream', 'WritableStream', 'TransformStream']);

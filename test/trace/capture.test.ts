@@ -147,6 +147,35 @@ describe('capture: values that are not JSON', () => {
     expect(copy(new (class Plumbing { pipe() {} tool = 'wrench'; })())).toEqual({ tool: 'wrench' });
   });
 
+  it("writes fetch's Headers, Request and Response by what they say, headers redacted, bodies untouched", async () => {
+    const headers = new Headers({ 'content-type': 'application/json', authorization: 'Bearer sk-123' });
+    const request = new Request('https://api.example/v1/chat', { method: 'POST', headers, body: '{"q":1}' });
+    const response = new Response('{"answer":42}', { status: 201, statusText: 'Created', headers: { 'set-cookie': 'session=abc' } });
+    expect(copy({ headers, request, response })).toEqual({
+      headers: { authorization: REDACTED, 'content-type': 'application/json' },
+      request: { method: 'POST', url: 'https://api.example/v1/chat', headers: { authorization: REDACTED, 'content-type': 'application/json' } },
+      response: { status: 201, statusText: 'Created', url: '', headers: { 'content-type': 'text/plain;charset=UTF-8', 'set-cookie': REDACTED } },
+    });
+    expect(response.bodyUsed).toBe(false);
+    expect(await response.json()).toEqual({ answer: 42 });
+    expect(await request.text()).toBe('{"q":1}');
+  });
+
+  it('writes a class instance with no own properties by its class name', () => {
+    class Session {
+      readonly #token = 'secret';
+      get token(): string {
+        return this.#token;
+      }
+    }
+    expect(copy({ session: new Session(), controller: new AbortController(), plain: {}, bare: Object.create(null) })).toEqual({
+      session: '[Session]',
+      controller: '[AbortController]',
+      plain: {},
+      bare: {},
+    });
+  });
+
   it('writes errors with name, message, stack, cause and own properties', () => {
     const error = Object.assign(new RangeError('out', { cause: new Error('root') }), { code: 'E_OUT' });
     const copied = copy(error) as Record<string, unknown>;
