@@ -1,7 +1,7 @@
 /**
  * Tracing your own code: `trace()` for functions, `@traced()` for methods (standard TC39
- * decorators), a streamed model reply turned into one output with `reduce`, and `withThread` to
- * group the calls of a conversation.
+ * decorators), a streamed model reply turned into one output with `reduce` (a generator, and a web
+ * ReadableStream), and `withThread` to group the calls of a conversation.
  *
  * Set CALLBRIDGE_BASE_URL, CALLBRIDGE_PROJECT and credentials (or run `callbridge serve`), then
  * run the compiled file.
@@ -40,6 +40,19 @@ const streamAdvice = trace(
   { kind: 'llm', reduce: (chunks) => chunks.join('').trim() },
 );
 
+// A web ReadableStream (what `fetch` bodies, the AI SDK's text streams and LangChain's `.stream()`
+// give): the caller gets that same stream, and the call ends when it has been read, however it is
+// read (a reader, for await, pipeThrough, a Response...).
+const streamRecipeCard = trace(
+  function streamRecipeCard(recipe: Recipe): ReadableStream<string> {
+    const parts = [`${recipe.title}: `, `${recipe.minutes} minutes, `, 'serves two.'];
+    return new ReadableStream<string>({
+      pull: (controller) => (parts.length > 0 ? controller.enqueue(parts.shift()!) : controller.close()),
+    });
+  },
+  { kind: 'llm', reduce: (chunks) => chunks.join('') },
+);
+
 class Chef {
   constructor(private readonly kitchen: string) {}
 
@@ -66,6 +79,10 @@ await withThread('dinner-42', async () => {
   console.log(await chef.suggest('Tomato'));
   console.log(chef.rate('Tomato soup', 5));
 });
+
+let card = '';
+for await (const part of streamRecipeCard({ title: 'Green salad', minutes: 10 })) card += part;
+console.log(card);
 
 // Optional in a script (register() flushes before the process exits), required in tests.
 await tracing.shutdown();
