@@ -10,16 +10,16 @@
  * How non-JSON values are written:
  * cycles -> `"[Circular]"` (a reference to an ancestor; shared references are copied again);
  * a getter that throws -> `"[Getter threw: message]"`; class instances -> their own enumerable
- * properties, or `"[ClassName]"` when they have none; fetch's `Headers` -> an object, `Response`
- * and `Request` -> status, URL and headers; `toJSON()` is honoured (a throwing one gives `"[toJSON threw: message]"`);
+ * properties, or `"[ClassName]"` when they have none (a web `ReadableStream` too); fetch's
+ * `Headers` -> an object, `Response` and `Request` -> status, URL and headers; `toJSON()` is
+ * honoured (a throwing one gives `"[toJSON threw: message]"`);
  * Map -> an object when every key is a string, else a list of `[key, value]` pairs; Set -> a list;
  * Date -> ISO text; bytes (Buffer, Uint8Array, ArrayBuffer) -> base64 text, or `"[Buffer N bytes]"`
  * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
  * NaN/Infinity -> text; functions -> `"[Function name]"`; symbols -> `"Symbol(description)"`;
  * errors -> `{name, message, stack, cause?, ...own properties}`; promises, weak collections ->
- * `"[Promise]"`, `"[WeakMap]"`...; streams -> `"[Readable stream]"`, `"[ReadableStream]"`... (a Node
- * stream's properties are its internal state and buffered data); `undefined` object members are
- * left out, as JSON does.
+ * `"[Promise]"`, `"[WeakMap]"`...; Node streams -> `"[Readable stream]"`... (their properties are
+ * internal state and buffered data); `undefined` object members are left out, as JSON does.
  */
 import { types } from 'node:util';
 import type { Redactor } from './redact.js';
@@ -191,7 +191,7 @@ function copyByKind(obj: object, walk: Walk, depth: number): unknown {
   if (types.isWeakSet(obj)) return '[WeakSet]';
   const fetched = fetchTypeData(obj);
   if (fetched !== undefined) return copyPlain(fetched, walk, depth);
-  return streamLabel(obj) ?? copyInstance(obj, walk, depth);
+  return nodeStreamLabel(obj) ?? copyInstance(obj, walk, depth);
 }
 
 /**
@@ -222,24 +222,19 @@ function copyInstance(obj: object, walk: Walk, depth: number): unknown {
   return copyPlain(obj, walk, depth);
 }
 
-const WEB_STREAM_TAGS = new Set(['ReadableStream', 'WritableStream', 'TransformStream']);
-
 /**
- * A stream as a label: a Node stream's own properties are its internal state (buffered chunks
- * included, which would be captured as base64), and a web stream has none.
+ * A Node stream as a label: its own properties are its internal state, buffered chunks included
+ * (which would be captured as base64). Web streams have no own properties: `copyInstance` names them.
  */
-function streamLabel(obj: object): string | undefined {
-  const candidate = obj as { pipe?: unknown; _readableState?: unknown; _writableState?: unknown; [Symbol.toStringTag]?: unknown };
-  if (typeof candidate.pipe === 'function') {
-    const readable = typeof candidate._readableState === 'object' && candidate._readableState !== null;
-    const writable = typeof candidate._writableState === 'object' && candidate._writableState !== null;
-    if (readable && writable) return '[Duplex stream]';
-    if (readable) return '[Readable stream]';
-    if (writable) return '[Writable stream]';
-    return undefined;
-  }
-  const tag = candidate[Symbol.toStringTag];
-  return typeof tag === 'string' && WEB_STREAM_TAGS.has(tag) ? `[${tag}]` : undefined;
+function nodeStreamLabel(obj: object): string | undefined {
+  const candidate = obj as { pipe?: unknown; _readableState?: unknown; _writableState?: unknown };
+  if (typeof candidate.pipe !== 'function') return undefined;
+  const readable = typeof candidate._readableState === 'object' && candidate._readableState !== null;
+  const writable = typeof candidate._writableState === 'object' && candidate._writableState !== null;
+  if (readable && writable) return '[Duplex stream]';
+  if (readable) return '[Readable stream]';
+  if (writable) return '[Writable stream]';
+  return undefined;
 }
 
 /** An object by its own enumerable properties, or by its `toJSON()` when it has one. */
