@@ -15,8 +15,10 @@ import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import { certificateBlocks } from './pem.js';
 
-// Read once, as Node reads the variable once at start (and takes only plain CERTIFICATE blocks).
-const extraCaCertificates = readExtraCaCertificates(process.env.NODE_EXTRA_CA_CERTS);
+// The variable as at load, as Node reads it once at start; its file is read at the first `ca`
+// (not at import: most exporters never use the option).
+const extraCaPath = process.env.NODE_EXTRA_CA_CERTS;
+let extraCaCertificates: string[] | undefined;
 
 interface NativeContext {
   addCACert(pem: string): void;
@@ -24,6 +26,7 @@ interface NativeContext {
 
 /** A secure context trusting Node's default CAs and `extra` (PEM certificates). */
 export function contextTrusting(extra: readonly string[]): tls.SecureContext {
+  extraCaCertificates ??= readExtraCaCertificates(extraCaPath);
   const secureContext = tls.createSecureContext();
   const native = (secureContext as { context?: Partial<NativeContext> }).context;
   if (typeof native?.addCACert !== 'function') {
@@ -35,6 +38,7 @@ export function contextTrusting(extra: readonly string[]): tls.SecureContext {
   return secureContext;
 }
 
+/** The plain CERTIFICATE blocks of the file, which are what Node takes from it. */
 function readExtraCaCertificates(path: string | undefined): string[] {
   if (path === undefined || path === '') return [];
   try {
