@@ -5,6 +5,7 @@
  * with a message naming the option and the value received.
  */
 import { blockLabels, certificateBlocks, certificateProblem } from './client/pem.js';
+import { resolveProxy } from './client/proxy.js';
 import { InvalidOptionError, ReceivedDescription } from './errors.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
 
@@ -52,6 +53,14 @@ export interface ConnectionOptions {
    * @default none
    */
   readonly ca?: string | Uint8Array | ReadonlyArray<string | Uint8Array>;
+  /**
+   * HTTP proxy for requests to the service (`http://host:port`, `http://user:password@host:port`,
+   * or `https://`); `false` for none whatever the environment says. An `https` service is reached
+   * through a tunnel (`CONNECT`), an `http` one by forwarding.
+   * @default env `https_proxy`/`HTTPS_PROXY` (for an `https` service), else `http_proxy`/`HTTP_PROXY`,
+   * unless `no_proxy`/`NO_PROXY` lists the host; never for loopback hosts (the local server)
+   */
+  readonly proxy?: string | false;
 }
 
 /** How the batcher groups, bounds and retries deliveries (SPEC §4). */
@@ -173,6 +182,8 @@ export interface ResolvedConnection {
   readonly connections: number;
   /** The `ca` option as one PEM certificate per entry, checked; empty when not given. */
   readonly ca: readonly string[];
+  /** The proxy's URL (from the option or the environment), or undefined for direct connections. */
+  readonly proxy: string | undefined;
 }
 
 export type ResolvedDelivery = Required<DeliveryOptions>;
@@ -205,6 +216,7 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
     requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs),
     connections: positiveInteger('connections', options.connections, DEFAULTS.connections),
     ca: pemCertificates(options.ca),
+    proxy: resolveProxy(parsed, options.proxy, env),
   };
 }
 

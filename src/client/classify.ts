@@ -89,6 +89,8 @@ export interface ClassifyContext {
   /** `baseUrl + path` of the request. */
   readonly url: string;
   readonly username: string;
+  /** The proxy requests go through (password masked), named in the reasons of socket errors. */
+  readonly proxy?: string;
   /** Clock for HTTP-date `Retry-After` values; `Date.now()` when absent. */
   readonly now?: number;
 }
@@ -145,7 +147,10 @@ function okOutcome(answer: HttpAnswer): SendOutcome {
 
 function classifyError(failure: TransportFailure, context: ClassifyContext): FailedOutcome {
   const code = errorCode(failure.error);
-  const reason = describeError(failure.error, code, context.url);
+  const refusal = context.proxy === undefined ? undefined : proxyRefusal(failure.error, context.proxy);
+  if (refusal !== undefined) return refusal;
+  const described = describeError(failure.error, code, context.url);
+  const reason = context.proxy === undefined ? described : `${described} (through the proxy ${context.proxy})`;
   const status = failure.status === undefined ? {} : { status: failure.status };
   if (code !== undefined && PERMANENT_ERROR_CODES.has(code)) {
     return { kind: 'reject', status: failure.status ?? 0, reason, code, cause: failure.error };
@@ -159,6 +164,29 @@ function classifyError(failure: TransportFailure, context: ClassifyContext): Fai
     cause: failure.error,
     ...(cutDuringUpload ? { cutDuringUpload } : {}),
   };
+}
+
+/**
+ * undici's errors when a proxy refuses: a tunnel request (`CONNECT`) answered with another status
+ * than 200, or a forwarded request answered 407.
+ */
+const PROXY_REFUSALS = [/^Proxy response \((\d{3})\) !== 200 when HTTP Tunneling$/, /^Proxy Authentication Required \((407)\)$/];
+/** `code` of the outcome when the proxy refuses to pass requests on (407, 403, or a failed tunnel). */
+export const PROXY_REFUSED_CODE = 'CALLBRIDGE_PROXY_REFUSED';
+
+/**
+ * A proxy's refusal to pass a request on, in words: 407 (credentials missing or wrong) and 403
+ * (destination not allowed) are rejects, as no retry changes them; any other status (502, 503
+ * from a proxy that cannot reach the service) is retried.
+ */
+function proxyRefusal(error: unknown, proxy: string): FailedOutcome | undefined {
+  const message = error instanceof Error ? error.message : '';
+  const status = PROXY_REFUSALS.map((pattern) => pattern.exec(message)?.[1]).find((found) => found !== undefined);
+  if (status === undefined) return undefined;
+  const statusCode = Number(status);
+  const reason = `the proxy ${proxy} refused the request to the service: ${statusCode} ${STATUS_CODES[statusCode] ?? ''}`.trimEnd();
+  if (statusCode === 407 || statusCode === 403) return { kind: 'reject', status: 0, reason, code: PROXY_REFUSED_CODE, cause: error };
+  return { kind: 'retry', reason, code: PROXY_REFUSED_CODE, cause: error };
 }
 
 /** A reset met while writing the request: EPIPE, or ECONNRESET from the `write` syscall. */

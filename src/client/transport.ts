@@ -14,10 +14,11 @@
  * socket error; when the body of such an answer is then cut short, we keep the status and what
  * arrived of the body rather than reporting the socket error.
  */
-import { Pool } from 'undici';
+import { Pool, ProxyAgent } from 'undici';
 import type { Dispatcher, FormData } from 'undici';
 import type { ResolvedConnection } from '../options.js';
 import { ABORTED_CODE, TIMEOUT_CODE, classify, type ClassifyContext } from './classify.js';
+import { displayedProxy } from './proxy.js';
 import { contextTrusting } from './trusted-cas.js';
 
 export type SendOutcome =
@@ -149,7 +150,11 @@ export function createTransport(connection: ResolvedConnection): HttpTransport {
 class PoolTransport implements HttpTransport {
   readonly baseUrl: string;
   readonly username: string;
-  readonly #pool: Pool;
+  /** A keep-alive pool to the service, or a proxy agent in front of one. */
+  readonly #dispatcher: Dispatcher;
+  readonly #origin: string;
+  /** The proxy as messages show it (password masked), when there is one. */
+  readonly #proxy: string | undefined;
   /** Path of the base URL (`https://host/prefix` -> `/prefix`), put before every request path. */
   readonly #pathPrefix: string;
   readonly #authorization: string | undefined;
@@ -167,15 +172,9 @@ class PoolTransport implements HttpTransport {
       connection.username === '' && connection.password === ''
         ? undefined
         : `Basic ${Buffer.from(`${connection.username}:${connection.password}`, 'utf8').toString('base64')}`;
-    this.#pool = new Pool(base.origin, {
-      connections: connection.connections,
-      headersTimeout: connection.requestTimeoutMs,
-      bodyTimeout: connection.requestTimeoutMs,
-      connect:
-        connection.ca.length > 0 && base.protocol === 'https:'
-          ? { timeout: connection.requestTimeoutMs, secureContext: contextTrusting(connection.ca) }
-          : { timeout: connection.requestTimeoutMs },
-    });
+    this.#origin = base.origin;
+    this.#proxy = connection.proxy === undefined ? undefined : displayedProxy(connection.proxy);
+    this.#dispatcher = createDispatcher(base, connection);
   }
 
   async post(path: string, body: string | Uint8Array, options?: PostOptions): Promise<SendOutcome> {
@@ -210,7 +209,8 @@ class PoolTransport implements HttpTransport {
     let status: number | undefined;
     let body: ResponseBody | undefined;
     try {
-      const response = await this.#pool.request({
+      const response = await this.#dispatcher.request({
+        origin: this.#origin,
         method: request.method ?? 'POST',
         path: this.#pathPrefix + request.path,
         headers: this.#headers(request),
@@ -242,7 +242,7 @@ class PoolTransport implements HttpTransport {
   }
 
   close(): Promise<void> {
-    this.#closing ??= this.#pool.close();
+    this.#closing ??= this.#dispatcher.close();
     return this.#closing;
   }
 
@@ -254,8 +254,33 @@ class PoolTransport implements HttpTransport {
   }
 
   #context(path: string): ClassifyContext {
-    return { url: this.baseUrl + path, username: this.username };
+    const context = { url: this.baseUrl + path, username: this.username };
+    return this.#proxy === undefined ? context : { ...context, proxy: this.#proxy };
   }
+}
+
+/**
+ * The pool to the service: a `Pool` to its origin, or through `connection.proxy` a `ProxyAgent`,
+ * which tunnels to an `https` service (`CONNECT`) and forwards to an `http` one (a proxy commonly
+ * refuses tunnels to ports other than 443). A `ca` applies to the service's certificate and to an
+ * `https` proxy's (a company proxy is often signed by the company CA).
+ */
+function createDispatcher(base: URL, connection: ResolvedConnection): Dispatcher {
+  const secure = connection.ca.length > 0 && (base.protocol === 'https:' || connection.proxy?.startsWith('https:') === true);
+  const tls = { timeout: connection.requestTimeoutMs, ...(secure ? { secureContext: contextTrusting(connection.ca) } : {}) };
+  const pool = {
+    connections: connection.connections,
+    headersTimeout: connection.requestTimeoutMs,
+    bodyTimeout: connection.requestTimeoutMs,
+  };
+  if (connection.proxy === undefined) return new Pool(base.origin, { ...pool, connect: tls });
+  return new ProxyAgent({
+    ...pool,
+    uri: connection.proxy,
+    proxyTunnel: base.protocol === 'https:',
+    requestTls: tls,
+    proxyTls: tls,
+  });
 }
 
 /** Read a body to its end, keeping nothing (the connection then goes back to the pool). */

@@ -1,12 +1,9 @@
 /**
  * The `ca` option: an `https` service whose certificate is signed by a CA Node does not know (a
- * company CA, a self-signed set-up). The real local server sits behind a TLS front on 127.0.0.1
- * whose certificate is signed by the test CA of `test/fixtures/tls` (`make.sh` regenerates it).
+ * company CA, a self-signed set-up). The real local server sits behind a TLS front
+ * (`helpers/tls-front.ts`) whose certificate is signed by the test CA.
  */
-import { readFileSync } from 'node:fs';
-import { connect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { InvalidOptionError, NetworkError } from '../../src/errors.js';
@@ -18,31 +15,14 @@ import { flushAll } from '../exporter/test-exporter.js';
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startTlsFront, TLS_FIXTURES as fixtures, tlsFixture as fixture, type TlsFront } from '../helpers/tls-front.js';
 
-const fixtures = join(import.meta.dirname, '..', 'fixtures', 'tls');
-const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');
 const testCa = fixture('ca.pem');
 const otherCa = fixture('other-ca.pem');
 
 let server: TestServer;
-let front: { url: string; close(): Promise<void> };
+let front: TlsFront;
 const credentials = { username: 'dev', password: 'pw' };
-
-/** TLS on `127.0.0.1:<port 0>`, each connection piped to the plain-HTTP server at `target`. */
-async function startTlsFront(target: string): Promise<{ url: string; close(): Promise<void> }> {
-  const port = Number(new URL(target).port);
-  const tls = createTlsServer({ key: fixture('server-key.pem'), cert: fixture('server-cert.pem') }, (socket) => {
-    const upstream = connect(port, '127.0.0.1');
-    socket.pipe(upstream).pipe(socket);
-    socket.on('error', () => upstream.destroy());
-    upstream.on('error', () => socket.destroy());
-  });
-  await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `https://127.0.0.1:${(tls.address() as AddressInfo).port}`,
-    close: () => new Promise((resolve) => tls.close(() => resolve())),
-  };
-}
 
 beforeAll(async () => {
   server = await startTestServer();

@@ -1,0 +1,111 @@
+/**
+ * Which HTTP proxy, if any, requests to the service go through: the `proxy` option, else the
+ * environment, worked out once per connection (so both delivery threads use the same one).
+ *
+ * The environment is read as undici's `EnvHttpProxyAgent` and most tools read it: an `https`
+ * service uses `https_proxy`/`HTTPS_PROXY`, else the http proxy; an `http` service uses
+ * `http_proxy`/`HTTP_PROXY`; `no_proxy`/`NO_PROXY` lists hosts reached directly (a host and its
+ * subdomains, `.host` and `*.host` alike, with an optional `:port`; `*` for every host). A value
+ * without a scheme (`proxy.corp:3128`) is taken as `http://`, as curl takes it.
+ *
+ * Loopback hosts (`localhost`, 127.0.0.0/8, `::1`) are always reached directly when the proxy
+ * comes from the environment: the embedded local server is the default service, and a
+ * machine-wide proxy cannot reach this machine's loopback. The `proxy` option applies to every host.
+ */
+import { InvalidOptionError, ReceivedDescription } from '../errors.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const PROXY_EXPECTED = 'an http(s) proxy URL (http://host:port, credentials allowed), or false';
+
+/**
+ * The proxy URL for `target`, or undefined for a direct connection.
+ *
+ * @example
+ * resolveProxy(new URL('https://trace.wandb.ai'), undefined, { HTTPS_PROXY: 'proxy.corp:3128' }); // 'http://proxy.corp:3128/'
+ * resolveProxy(new URL('http://127.0.0.1:6345'), undefined, { HTTP_PROXY: 'http://proxy:3128' }); // undefined
+ */
+export function resolveProxy(target: URL, option: string | false | undefined, env: Env): string | undefined {
+  if (option === false) return undefined;
+  if (option !== undefined) {
+    if (typeof option !== 'string') throw new InvalidOptionError('proxy', PROXY_EXPECTED, option);
+    return proxyUrl(option, 'proxy');
+  }
+  const fromEnv = proxyVariable(target, env);
+  if (fromEnv === undefined) return undefined;
+  const host = hostnameOf(target);
+  if (isLoopback(host) || bypassedByNoProxy(host, portOf(target), env.no_proxy ?? env.NO_PROXY ?? '')) return undefined;
+  return proxyUrl(fromEnv.value, fromEnv.name);
+}
+
+/** A proxy URL fit for messages: its password masked. */
+export function displayedProxy(proxy: string): string {
+  return proxy.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@');
+}
+
+function proxyVariable(target: URL, env: Env): { name: string; value: string } | undefined {
+  const http = firstSet(env, ['http_proxy', 'HTTP_PROXY']);
+  if (target.protocol === 'https:') return firstSet(env, ['https_proxy', 'HTTPS_PROXY']) ?? http;
+  return http;
+}
+
+function firstSet(env: Env, names: readonly string[]): { name: string; value: string } | undefined {
+  for (const name of names) {
+    const value = env[name];
+    if (value !== undefined && value.trim() !== '') return { name, value: value.trim() };
+  }
+  return undefined;
+}
+
+/** `text` as a proxy URL (`http://` when it names no scheme); `source` names where it came from. */
+function proxyUrl(text: string, source: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw invalidProxy(text, source);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') throw invalidProxy(text, source);
+  return url.href;
+}
+
+function invalidProxy(text: string, source: string): InvalidOptionError {
+  const received = new ReceivedDescription(JSON.stringify(displayedProxy(text).slice(0, 200)));
+  return new InvalidOptionError('proxy', source === 'proxy' ? PROXY_EXPECTED : `${PROXY_EXPECTED}, in ${source}`, received);
+}
+
+/** Lower-case host name without IPv6 brackets. */
+function hostnameOf(url: URL): string {
+  return url.hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+}
+
+function portOf(url: URL): string {
+  return url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80';
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** Whether `no_proxy` sends `host:port` direct. */
+export function bypassedByNoProxy(host: string, port: string, noProxy: string): boolean {
+  for (const raw of noProxy.toLowerCase().split(/[,\s]+/)) {
+    if (raw === '') continue;
+    if (raw === '*') return true;
+    const { name, entryPort } = splitEntry(raw);
+    if (entryPort !== undefined && entryPort !== port) continue;
+    const domain = name.replace(/^\*?\./, '');
+    if (domain !== '' && (host === domain || host.endsWith(`.${domain}`))) return true;
+  }
+  return false;
+}
+
+/** `host`, `host:port`, `[v6]`, `[v6]:port`, or a bare IPv6 address (no port). */
+function splitEntry(entry: string): { name: string; entryPort: string | undefined } {
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(entry);
+  if (bracketed !== null) return { name: bracketed[1]!, entryPort: bracketed[2] };
+  const withPort = /^([^:]+):(\d+)$/.exec(entry);
+  if (withPort !== null) return { name: withPort[1]!, entryPort: withPort[2] };
+  return { name: entry, entryPort: undefined };
+}
