@@ -56,7 +56,7 @@ export interface ConnectionOptions {
   /**
    * HTTP proxy for requests to the service (`http://host:port`, `http://user:password@host:port`,
    * or `https://`); `false` for none whatever the environment says. An `https` service is reached
-   * through a tunnel (`CONNECT`), an `http` one by forwarding.
+   * through a tunnel (`CONNECT`), an `http` one by forwarding (through an `http` proxy).
    * @default env `https_proxy`/`HTTPS_PROXY` (for an `https` service), else `http_proxy`/`HTTP_PROXY`,
    * unless `no_proxy`/`NO_PROXY` lists the host; never for loopback hosts (the local server)
    */

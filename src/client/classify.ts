@@ -288,11 +288,14 @@ function header(headers: HttpAnswer['headers'], name: string): string | undefine
 }
 
 /** The error's code, looking through wrappers (undici's `cause`, happy-eyeballs' AggregateError). */
+const WRAPPER_CODES: ReadonlySet<string> = new Set(['UND_ERR', 'UND_ERR_ABORTED', 'UND_ERR_PRX_TLS']);
+
 function errorCode(error: unknown, depth = 0): string | undefined {
   if (error === null || typeof error !== 'object' || depth > 3) return undefined;
   const { code, cause, errors } = error as { code?: unknown; cause?: unknown; errors?: unknown };
-  // undici's generic wrappers say less than the socket error they carry.
-  if (typeof code === 'string' && code !== 'UND_ERR' && code !== 'UND_ERR_ABORTED') return code;
+  // undici's generic wrappers say less than the socket or TLS error they carry (`UND_ERR_PRX_TLS`:
+  // the proxy's certificate, refused for the same reasons as a service's).
+  if (typeof code === 'string' && !WRAPPER_CODES.has(code)) return code;
   return errorCode(cause, depth + 1) ?? (Array.isArray(errors) ? errorCode(errors[0], depth + 1) : undefined) ??
     (typeof code === 'string' ? code : undefined);
 }

@@ -34,13 +34,17 @@ export function resolveProxy(target: URL, option: string | false | undefined, en
   const fromEnv = proxyVariable(target, env);
   if (fromEnv === undefined) return undefined;
   const host = hostnameOf(target);
-  if (isLoopback(host) || bypassedByNoProxy(host, portOf(target), env.no_proxy ?? env.NO_PROXY ?? '')) return undefined;
+  const noProxy = firstSet(env, ['no_proxy', 'NO_PROXY'])?.value ?? '';
+  if (isLoopback(host) || bypassedByNoProxy(host, portOf(target), noProxy)) return undefined;
   return proxyUrl(fromEnv.value, fromEnv.name);
 }
 
-/** A proxy URL fit for messages: its password masked. */
+/**
+ * A proxy URL (or text meant as one) fit for messages: whatever comes before its last `@`, user
+ * name included (a lone user name is often a token), is masked; a password may hold `/` or `@`.
+ */
 export function displayedProxy(proxy: string): string {
-  return proxy.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@');
+  return proxy.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/is, (_match, scheme: string | undefined) => `${scheme ?? ''}***@`);
 }
 
 function proxyVariable(target: URL, env: Env): { name: string; value: string } | undefined {
@@ -67,17 +71,29 @@ function proxyUrl(text: string, source: string): string {
     throw invalidProxy(text, source);
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') throw invalidProxy(text, source);
+  // undici decodes the credentials when it connects: a stray `%` would throw there, later.
+  if (!decodes(url.username) || !decodes(url.password)) throw invalidProxy(text, source, 'credentials percent-encoded where needed');
   return url.href;
 }
 
-function invalidProxy(text: string, source: string): InvalidOptionError {
-  const received = new ReceivedDescription(JSON.stringify(displayedProxy(text).slice(0, 200)));
-  return new InvalidOptionError('proxy', source === 'proxy' ? PROXY_EXPECTED : `${PROXY_EXPECTED}, in ${source}`, received);
+function decodes(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
-/** Lower-case host name without IPv6 brackets. */
+function invalidProxy(text: string, source: string, detail?: string): InvalidOptionError {
+  const received = new ReceivedDescription(JSON.stringify(displayedProxy(text).slice(0, 200)));
+  const expected = [PROXY_EXPECTED, detail, source === 'proxy' ? undefined : `in ${source}`].filter((part) => part !== undefined).join(', ');
+  return new InvalidOptionError('proxy', expected, received);
+}
+
+/** Lower-case host name without IPv6 brackets or a trailing dot (`wandb.ai.` is `wandb.ai`). */
 function hostnameOf(url: URL): string {
-  return url.hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return url.hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
 }
 
 function portOf(url: URL): string {
@@ -95,7 +111,7 @@ export function bypassedByNoProxy(host: string, port: string, noProxy: string): 
     if (raw === '*') return true;
     const { name, entryPort } = splitEntry(raw);
     if (entryPort !== undefined && entryPort !== port) continue;
-    const domain = name.replace(/^\*?\./, '');
+    const domain = name.replace(/^\*?\./, '').replace(/\.$/, '');
     if (domain !== '' && (host === domain || host.endsWith(`.${domain}`))) return true;
   }
   return false;

@@ -260,27 +260,46 @@ class PoolTransport implements HttpTransport {
 }
 
 /**
- * The pool to the service: a `Pool` to its origin, or through `connection.proxy` a `ProxyAgent`,
- * which tunnels to an `https` service (`CONNECT`) and forwards to an `http` one (a proxy commonly
- * refuses tunnels to ports other than 443). A `ca` applies to the service's certificate and to an
- * `https` proxy's (a company proxy is often signed by the company CA).
+ * The pool to the service: a `Pool` to its origin, or through `connection.proxy` a `ProxyAgent`.
+ * That tunnels to an `https` service (`CONNECT`), and forwards to an `http` one through an `http`
+ * proxy (a proxy commonly refuses tunnels to ports other than 443). A `ca` applies to the
+ * service's certificate and to an `https` proxy's (a company proxy is often signed by the company CA).
+ *
+ * undici makes its own pools for the proxy (the tunnel's `CONNECT`, or the forwarding), with its
+ * defaults: 300 s to wait for an answer, any number of sockets. Both factories below give them
+ * ours, so that a proxy that never answers fails at `requestTimeoutMs` and lets the transport close.
  */
 function createDispatcher(base: URL, connection: ResolvedConnection): Dispatcher {
-  const secure = connection.ca.length > 0 && (base.protocol === 'https:' || connection.proxy?.startsWith('https:') === true);
+  const proxy = connection.proxy;
+  const secure = connection.ca.length > 0 && (base.protocol === 'https:' || proxy?.startsWith('https:') === true);
   const tls = { timeout: connection.requestTimeoutMs, ...(secure ? { secureContext: contextTrusting(connection.ca) } : {}) };
   const pool = {
     connections: connection.connections,
     headersTimeout: connection.requestTimeoutMs,
     bodyTimeout: connection.requestTimeoutMs,
   };
-  if (connection.proxy === undefined) return new Pool(base.origin, { ...pool, connect: tls });
+  if (proxy === undefined) return new Pool(base.origin, { ...pool, connect: tls });
+  const ownPool = (origin: string | URL, options: object): Dispatcher => new Pool(origin, { ...options, ...pool });
   return new ProxyAgent({
     ...pool,
-    uri: connection.proxy,
+    uri: proxy,
+    ...userOnlyToken(proxy),
     proxyTunnel: base.protocol === 'https:',
     requestTls: tls,
     proxyTls: tls,
+    clientFactory: ownPool,
+    factory: ownPool,
   });
+}
+
+/**
+ * undici sends the credentials of a proxy URL only when it has both a user name and a password;
+ * a lone user name (often a token) is sent as curl sends it, `user:`.
+ */
+function userOnlyToken(proxy: string): { token?: string } {
+  const { username, password } = new URL(proxy);
+  if (username === '' || password !== '') return {};
+  return { token: `Basic ${Buffer.from(`${decodeURIComponent(username)}:`).toString('base64')}` };
 }
 
 /** Read a body to its end, keeping nothing (the connection then goes back to the pool). */

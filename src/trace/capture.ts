@@ -18,9 +18,11 @@
  * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
  * NaN/Infinity -> text; functions -> `"[Function name]"`; symbols -> `"Symbol(description)"`;
  * errors -> `{name, message, stack, cause?, ...own properties}`; promises, weak collections ->
- * `"[Promise]"`, `"[WeakMap]"`...; Node streams -> `"[Readable stream]"`... (their properties are
- * internal state and buffered data); `undefined` object members are left out, as JSON does.
+ * `"[Promise]"`, `"[WeakMap]"`...; Node streams (an HTTP request or response too) -> their class
+ * name, `"[Readable]"`, `"[ServerResponse]"` (their properties are internal state, buffered data
+ * and raw headers); `undefined` object members are left out, as JSON does.
  */
+import { Stream } from 'node:stream';
 import { types } from 'node:util';
 import type { Redactor } from './redact.js';
 import { REDACTED } from './redact.js';
@@ -190,8 +192,18 @@ function copyByKind(obj: object, walk: Walk, depth: number): unknown {
   if (types.isWeakMap(obj)) return '[WeakMap]';
   if (types.isWeakSet(obj)) return '[WeakSet]';
   const fetched = fetchTypeData(obj);
-  if (fetched !== undefined) return copyPlain(fetched, walk, depth);
-  return nodeStreamLabel(obj) ?? copyInstance(obj, walk, depth);
+  if (fetched !== undefined) return copyFetchType(obj, fetched, walk, depth);
+  // A Node stream's own properties are its internal state: buffered chunks (as base64), and for
+  // an HTTP request or response its raw header text, which no key-based redaction sees.
+  if (obj instanceof Stream) return `[${className(obj) ?? 'Stream'}]`;
+  return copyInstance(obj, walk, depth);
+}
+
+/** `fetched` (see fetchTypeData), with the object's own properties, if someone added any. */
+function copyFetchType(obj: object, fetched: object, walk: Walk, depth: number): unknown {
+  const copied = copyPlain(fetched, walk, depth) as Record<string, unknown>;
+  const own = Object.keys(obj);
+  return own.length === 0 ? copied : { ...copied, ...copyProperties(obj, own, walk, depth) };
 }
 
 /**
@@ -216,25 +228,16 @@ function fetchTypeData(obj: object): object | undefined {
  */
 function copyInstance(obj: object, walk: Walk, depth: number): unknown {
   if (typeof (obj as { toJSON?: unknown }).toJSON !== 'function' && Object.keys(obj).length === 0) {
-    const name = (obj.constructor as { name?: unknown } | undefined)?.name;
-    if (typeof name === 'string' && name !== '' && name !== 'Object') return `[${name}]`;
+    const name = className(obj);
+    if (name !== undefined) return `[${name}]`;
   }
   return copyPlain(obj, walk, depth);
 }
 
-/**
- * A Node stream as a label: its own properties are its internal state, buffered chunks included
- * (which would be captured as base64). Web streams have no own properties: `copyInstance` names them.
- */
-function nodeStreamLabel(obj: object): string | undefined {
-  const candidate = obj as { pipe?: unknown; _readableState?: unknown; _writableState?: unknown };
-  if (typeof candidate.pipe !== 'function') return undefined;
-  const readable = typeof candidate._readableState === 'object' && candidate._readableState !== null;
-  const writable = typeof candidate._writableState === 'object' && candidate._writableState !== null;
-  if (readable && writable) return '[Duplex stream]';
-  if (readable) return '[Readable stream]';
-  if (writable) return '[Writable stream]';
-  return undefined;
+/** The name of the class `obj` was made by, when it has a telling one. */
+function className(obj: object): string | undefined {
+  const name = (obj.constructor as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && name !== '' && name !== 'Object' ? name : undefined;
 }
 
 /** An object by its own enumerable properties, or by its `toJSON()` when it has one. */

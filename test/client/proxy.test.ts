@@ -4,10 +4,12 @@
  * credentials; a proxy that refuses or is down is said so by name, without its password. The
  * service is the real local server (behind a TLS front for `https`), the proxy a small real one.
  */
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { bypassedByNoProxy, resolveProxy } from '../../src/client/proxy.js';
-import { InvalidOptionError, NetworkError } from '../../src/errors.js';
+import { classify } from '../../src/client/classify.js';
+import { InvalidOptionError, NetworkError, TimeoutError } from '../../src/errors.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { resolveConnection, type ConnectionOptions } from '../../src/options.js';
 import { readAllCalls } from '../exporter/fault-proxy.js';
@@ -56,6 +58,20 @@ describe('requests through a proxy', () => {
     expect(proxy.tunnels).toEqual([]);
   });
 
+  it('keeps to connections, forwarding or tunnelling', async () => {
+    for (const baseUrl of [server.url, front.url]) {
+      const counted = await startTestProxy();
+      const client = createClient({ baseUrl, ...credentials, ca, proxy: counted.url, connections: 1 });
+      try {
+        await Promise.all(Array.from({ length: 8 }, () => client.serverInfo()));
+        expect(counted.sockets()).toBe(1);
+      } finally {
+        await client.close();
+        await counted.close();
+      }
+    }
+  });
+
   it('tunnels to an https service, whose certificate is checked against ca', async () => {
     expect(await serverInfo({ baseUrl: front.url, proxy: proxy.url, ca })).toHaveProperty('trace_server_version');
     expect(proxy.tunnels).toEqual([new URL(front.url).host]);
@@ -74,7 +90,7 @@ describe('requests through a proxy', () => {
       const refused = await serverInfo({ baseUrl: front.url, proxy: wrong, ca }).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(NetworkError);
       expect((refused as NetworkError).errorCode).toBe('CALLBRIDGE_PROXY_REFUSED');
-      expect((refused as Error).message).toContain(`the proxy ${guarded.url.replace('http://', 'http://corp:***@')}/ refused the request to the service: 407 Proxy Authentication Required`);
+      expect((refused as Error).message).toContain(`the proxy ${guarded.url.replace('http://', 'http://***@')}/ refused the request to the service: 407 Proxy Authentication Required`);
       expect((refused as Error).message).not.toContain('wrong');
 
       // Forwarded to an http service: the same words.
@@ -111,9 +127,37 @@ describe('requests through a proxy', () => {
     }
   });
 
+  it.each(['https', 'http'] as const)('fails at requestTimeoutMs, and closes, when the proxy never answers (%s service)', async (scheme) => {
+    const silent = createNetServer(() => {
+      // Accepts the connection, never answers: the tunnel request or the forwarded one hangs.
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const silentUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const client = createClient({ baseUrl: `${scheme}://trace.example.com`, ...credentials, proxy: silentUrl, requestTimeoutMs: 300 });
+    try {
+      const failure = await client.serverInfo().catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(TimeoutError);
+      expect((failure as Error).message).toContain(`(through the proxy ${silentUrl}/)`);
+    } finally {
+      await client.close();
+      silent.close();
+    }
+  }, 15_000);
+
+  it('sends a lone user name (a token) as curl does, user:', async () => {
+    const guarded = await startTestProxy({ username: 'tok3n', password: '' });
+    try {
+      const proxied = guarded.url.replace('http://', 'http://tok3n@');
+      expect(await serverInfo({ baseUrl: front.url, proxy: proxied, ca })).toHaveProperty('trace_server_version');
+      expect(guarded.credentials).toEqual([`Basic ${Buffer.from('tok3n:').toString('base64')}`]);
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('takes the proxy from the environment, and proxy: false turns it off', async () => {
+    for (const name of ['http_proxy', 'https_proxy', 'no_proxy', 'HTTPS_PROXY', 'NO_PROXY']) vi.stubEnv(name, '');
     vi.stubEnv('HTTP_PROXY', proxy.url);
-    vi.stubEnv('NO_PROXY', '');
     // Loopback is never proxied from the environment: the local server stays reachable.
     expect(await serverInfo({ baseUrl: server.url })).toHaveProperty('trace_server_version');
     expect(proxy.forwarded).toEqual([]);
@@ -157,13 +201,27 @@ describe('resolveProxy', () => {
     expect(bypassedByNoProxy('anything', '80', 'x.org *')).toBe(true);
     expect(bypassedByNoProxy('anything', '80', '')).toBe(false);
     expect(resolveProxy(new URL('https://trace.wandb.ai'), undefined, { HTTPS_PROXY: 'http://p:1', no_proxy: 'WANDB.AI' })).toBeUndefined();
+    // Trailing dots name the same host; an empty no_proxy does not hide NO_PROXY.
+    expect(resolveProxy(new URL('https://trace.wandb.ai.'), undefined, { HTTPS_PROXY: 'http://p:1', NO_PROXY: 'wandb.ai.' })).toBeUndefined();
+    expect(resolveProxy(new URL('http://localhost.:6345'), undefined, { HTTP_PROXY: 'http://p:1' })).toBeUndefined();
+    expect(resolveProxy(new URL('https://trace.wandb.ai'), undefined, { HTTPS_PROXY: 'http://p:1', no_proxy: '', NO_PROXY: 'wandb.ai' })).toBeUndefined();
   });
 
   it('refuses a proxy that is not an http(s) URL, never quoting its password', () => {
-    for (const bad of ['socks5://user:hunter2@proxy:1080', 'http://user:hunter2@', 'ftp://proxy', '::::']) {
+    const bad = [
+      'socks5://user:hunter2@proxy:1080',
+      'http://user:hunter2@',
+      'http://user:hun/ter2@proxy:3128',
+      'user:hun/ter2@proxy:3128',
+      'http://hunter2@',
+      'http://corp:50%hunter2@proxy:3128',
+      'ftp://proxy',
+      '::::',
+    ];
+    for (const value of bad) {
       let message = '';
       try {
-        resolveProxy(new URL('https://trace.wandb.ai'), bad, {});
+        resolveProxy(new URL('https://trace.wandb.ai'), value, {});
       } catch (error) {
         expect(error).toBeInstanceOf(InvalidOptionError);
         message = (error as Error).message;
@@ -173,5 +231,16 @@ describe('resolveProxy', () => {
     }
     expect(() => resolveProxy(new URL('https://x.org'), 42 as unknown as string, {})).toThrow(InvalidOptionError);
     expect(() => resolveProxy(new URL('https://x.org'), undefined, { HTTPS_PROXY: 'socks5://p:1080' })).toThrow(/in HTTPS_PROXY/);
+    expect(() => resolveProxy(new URL('https://x.org'), 'http://corp:50%off@proxy:1', {})).toThrow(/percent-encoded/);
+  });
+
+  it("refuses an https proxy whose certificate fails for good, as it refuses a service's", () => {
+    const tlsFailure = Object.assign(new Error('Secure Proxy Connection failed'), {
+      code: 'UND_ERR_PRX_TLS',
+      cause: Object.assign(new Error("Hostname/IP does not match certificate's altnames"), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' }),
+    });
+    const outcome = classify({ error: tlsFailure }, { url: 'https://x.org/call/upsert_batch', username: 'u', proxy: 'https://proxy:443/' });
+    expect(outcome).toMatchObject({ kind: 'reject', status: 0, code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+    expect(outcome.reason).toContain('(through the proxy https://proxy:443/)');
   });
 });

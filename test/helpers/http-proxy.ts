@@ -14,6 +14,8 @@ export interface TestProxy {
   readonly forwarded: string[];
   /** `Proxy-Authorization` values received. */
   readonly credentials: Array<string | undefined>;
+  /** Sockets opened to the proxy so far. */
+  sockets(): number;
   close(): Promise<void>;
 }
 
@@ -68,8 +70,11 @@ export async function startTestProxy(options: { username?: string; password?: st
     upstream.on('error', () => socket.destroy());
     socket.on('error', () => upstream.destroy());
   });
+  let sockets = 0;
+  server.on('connection', () => (sockets += 1));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
+    sockets: () => sockets,
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     tunnels,
     forwarded,

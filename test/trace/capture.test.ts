@@ -1,3 +1,5 @@
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { CapturePolicy } from '../../src/trace/capture.js';
@@ -121,7 +123,7 @@ describe('capture: values that are not JSON', () => {
     expect(copy([undefined, () => 1])).toEqual([null, '[Function anonymous]']);
   });
 
-  it('writes streams as labels, never their internal state or buffered data', () => {
+  it('writes Node streams by their class name, never their internal state, buffered data or raw headers', async () => {
     const secret = Buffer.from('buffered file contents');
     const readable = new Readable({ read() {} });
     readable.push(secret);
@@ -135,9 +137,9 @@ describe('capture: values that are not JSON', () => {
         transform: new TransformStream(),
       }),
     ).toEqual({
-      readable: '[Readable stream]',
-      writable: '[Writable stream]',
-      duplex: '[Duplex stream]',
+      readable: '[Readable]',
+      writable: '[Writable]',
+      duplex: '[PassThrough]',
       web: '[ReadableStream]',
       sink: '[WritableStream]',
       transform: '[TransformStream]',
@@ -145,6 +147,33 @@ describe('capture: values that are not JSON', () => {
     expect(capture(readable, policy()).json).not.toContain(secret.toString('base64'));
     // Something with a pipe method of its own that is not a Node stream is copied as usual.
     expect(copy(new (class Plumbing { pipe() {} tool = 'wrench'; })())).toEqual({ tool: 'wrench' });
+
+    // An HTTP handler's (req, res), and a client request with a body written: their raw header
+    // text and buffered body sit in properties no key-based redaction sees.
+    const server = createServer((request, response) => {
+      response.setHeader('set-cookie', 'session=SESSION-SECRET');
+      const seen = capture({ request, response }, policy()).json;
+      response.end(seen);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const outgoing = httpRequest({ port, method: 'POST', headers: { authorization: 'Bearer SECRET-XYZ' } });
+      outgoing.write('password=hunter2');
+      expect(capture(outgoing, policy()).json).toBe('"[ClientRequest]"');
+      const answer = await new Promise<string>((resolve, reject) => {
+        outgoing.on('response', (response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          response.on('end', () => resolve(text));
+        });
+        outgoing.on('error', reject);
+        outgoing.end();
+      });
+      expect(JSON.parse(answer)).toEqual({ request: '[IncomingMessage]', response: '[ServerResponse]' });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("writes fetch's Headers, Request and Response by what they say, headers redacted, bodies untouched", async () => {
@@ -157,6 +186,8 @@ describe('capture: values that are not JSON', () => {
       response: { status: 201, statusText: 'Created', url: '', headers: { 'content-type': 'text/plain;charset=UTF-8', 'set-cookie': REDACTED } },
     });
     expect(response.bodyUsed).toBe(false);
+    // Properties someone added to one are kept beside what it says.
+    expect(copy(Object.assign(new Response('x', { status: 202 }), { meta: { attempt: 2 } }))).toMatchObject({ status: 202, meta: { attempt: 2 } });
     expect(await response.json()).toEqual({ answer: 42 });
     expect(await request.text()).toBe('{"q":1}');
   });
