@@ -5,13 +5,15 @@
  * The environment is read as undici's `EnvHttpProxyAgent` and most tools read it: an `https`
  * service uses `https_proxy`/`HTTPS_PROXY`, else the http proxy; an `http` service uses
  * `http_proxy`/`HTTP_PROXY`; `no_proxy`/`NO_PROXY` lists hosts reached directly (a host and its
- * subdomains, `.host` and `*.host` alike, with an optional `:port`; `*` for every host). A value
+ * subdomains, `.host` and `*.host` alike, with an optional `:port`; an IP range as `10.0.0.0/8`;
+ * `*` for every host). A value
  * without a scheme (`proxy.corp:3128`) is taken as `http://`, as curl takes it.
  *
  * Loopback hosts (`localhost`, 127.0.0.0/8, `::1`) are always reached directly when the proxy
  * comes from the environment: the embedded local server is the default service, and a
  * machine-wide proxy cannot reach this machine's loopback. The `proxy` option applies to every host.
  */
+import { BlockList, isIP } from 'node:net';
 import { InvalidOptionError, ReceivedDescription } from '../errors.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -109,12 +111,31 @@ export function bypassedByNoProxy(host: string, port: string, noProxy: string): 
   for (const raw of noProxy.toLowerCase().split(/[,\s]+/)) {
     if (raw === '') continue;
     if (raw === '*') return true;
+    if (raw.includes('/')) {
+      if (inSubnet(host, raw)) return true;
+      continue;
+    }
     const { name, entryPort } = splitEntry(raw);
     if (entryPort !== undefined && entryPort !== port) continue;
     const domain = name.replace(/^\*?\./, '').replace(/\.$/, '');
     if (domain !== '' && (host === domain || host.endsWith(`.${domain}`))) return true;
   }
   return false;
+}
+
+/** Whether `host` is an IP address inside `cidr` (`10.0.0.0/8`, `fd00::/8`), as curl and Go read no_proxy. */
+function inSubnet(host: string, cidr: string): boolean {
+  const [network = '', bits = ''] = cidr.split('/');
+  const family = isIP(network);
+  if (family === 0 || isIP(host) !== family || !/^\d{1,3}$/.test(bits)) return false;
+  const type = family === 4 ? 'ipv4' : 'ipv6';
+  try {
+    const subnet = new BlockList();
+    subnet.addSubnet(network, Number(bits), type);
+    return subnet.check(host, type);
+  } catch {
+    return false; // a prefix out of range
+  }
 }
 
 /** `host`, `host:port`, `[v6]`, `[v6]:port`, or a bare IPv6 address (no port). */

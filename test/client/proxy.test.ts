@@ -189,7 +189,7 @@ describe('resolveProxy', () => {
     expect(resolveProxy(new URL('http://127.0.0.1:6345'), 'http://proxy:1', {})).toBe('http://proxy:1/');
   });
 
-  it('follows no_proxy: hosts and subdomains, leading dots and stars, ports, IPv6, *', () => {
+  it('follows no_proxy: hosts and subdomains, leading dots and stars, ports, IPv6, IP ranges, *', () => {
     expect(bypassedByNoProxy('trace.wandb.ai', '443', 'wandb.ai')).toBe(true);
     expect(bypassedByNoProxy('trace.wandb.ai', '443', '.wandb.ai')).toBe(true);
     expect(bypassedByNoProxy('trace.wandb.ai', '443', '*.wandb.ai')).toBe(true);
@@ -200,6 +200,11 @@ describe('resolveProxy', () => {
     expect(bypassedByNoProxy('fd00::1', '80', 'fd00::1')).toBe(true);
     expect(bypassedByNoProxy('anything', '80', 'x.org *')).toBe(true);
     expect(bypassedByNoProxy('anything', '80', '')).toBe(false);
+    expect(bypassedByNoProxy('10.1.2.3', '80', '10.0.0.0/8')).toBe(true);
+    expect(bypassedByNoProxy('11.1.2.3', '80', '10.0.0.0/8')).toBe(false);
+    expect(bypassedByNoProxy('fd00::1', '80', 'fd00::/8')).toBe(true);
+    expect(bypassedByNoProxy('10.1.2.3', '80', 'fd00::/8, 10.0.0.0/99, example.com/8')).toBe(false);
+    expect(bypassedByNoProxy('tenant.example.com', '80', '10.0.0.0/8')).toBe(false);
     expect(resolveProxy(new URL('https://trace.wandb.ai'), undefined, { HTTPS_PROXY: 'http://p:1', no_proxy: 'WANDB.AI' })).toBeUndefined();
     // Trailing dots name the same host; an empty no_proxy does not hide NO_PROXY.
     expect(resolveProxy(new URL('https://trace.wandb.ai.'), undefined, { HTTPS_PROXY: 'http://p:1', NO_PROXY: 'wandb.ai.' })).toBeUndefined();
