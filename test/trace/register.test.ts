@@ -235,6 +235,25 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
     });
   });
 
+  it.each(['main', 'worker'])('bounds an awaited forceFlush() by shutdownTimeoutMs while the service is down (%s thread)', async (thread) => {
+    await withUnavailableService(async (url) => {
+      const run = await runScript(
+        `flush-while-down-${thread}.mjs`,
+        `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/flush-down', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: '${thread}', logLevel: 'none' });
+trace(function hello(x) { return x + 1; })(1);
+await tracing.forceFlush();
+console.log('flushed');
+`,
+        url,
+      );
+      // The SDK's own flush timer (30 s) used to hold it, past the script's 20 s limit.
+      expect(run.code).toBe(0);
+      expect(run.output.split('\n')).toContain('flushed');
+    });
+  });
+
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
     await withUnavailableService(async (url) => {
       const run = await runScript(
