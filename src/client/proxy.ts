@@ -6,8 +6,8 @@
  * service uses `https_proxy`/`HTTPS_PROXY`, else the http proxy; an `http` service uses
  * `http_proxy`/`HTTP_PROXY`; `no_proxy`/`NO_PROXY` lists hosts reached directly (a host and its
  * subdomains, `.host` and `*.host` alike, with an optional `:port`; an IP range as `10.0.0.0/8`;
- * `*` for every host). A value
- * without a scheme (`proxy.corp:3128`) is taken as `http://`, as curl takes it.
+ * `*` for every host). A value without a scheme (`proxy.corp:3128`) is taken as `http://`, as
+ * curl takes it.
  *
  * Loopback hosts (`localhost`, 127.0.0.0/8, `::1`) are always reached directly when the proxy
  * comes from the environment: the embedded local server is the default service, and a
