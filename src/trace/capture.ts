@@ -209,17 +209,25 @@ function copyFetchType(obj: object, fetched: object, walk: Walk, depth: number):
 /**
  * fetch's `Headers`, `Request` and `Response` keep their data in private fields (their own
  * properties are none, which would read `{}`): what they say, without touching a body. Header
- * names go through redaction like any key (`authorization`, `set-cookie`).
+ * names go through redaction like any key (`authorization`, `set-cookie`). Known by their tag, so
+ * that those of the `undici` package (or another realm) are read too, not only Node's globals; a
+ * look-alike whose getters throw is caught by copyObject as unreadable.
  */
 function fetchTypeData(obj: object): object | undefined {
-  if (typeof Headers === 'function' && obj instanceof Headers) return Object.fromEntries(obj);
-  if (typeof Response === 'function' && obj instanceof Response) {
-    return { status: obj.status, statusText: obj.statusText, url: obj.url, headers: Object.fromEntries(obj.headers) };
+  switch (Object.prototype.toString.call(obj)) {
+    case '[object Headers]':
+      return Object.fromEntries(obj as Headers);
+    case '[object Response]': {
+      const response = obj as Response;
+      return { status: response.status, statusText: response.statusText, url: response.url, headers: Object.fromEntries(response.headers) };
+    }
+    case '[object Request]': {
+      const request = obj as Request;
+      return { method: request.method, url: request.url, headers: Object.fromEntries(request.headers) };
+    }
+    default:
+      return undefined;
   }
-  if (typeof Request === 'function' && obj instanceof Request) {
-    return { method: obj.method, url: obj.url, headers: Object.fromEntries(obj.headers) };
-  }
-  return undefined;
 }
 
 /**

@@ -186,6 +186,21 @@ describe('capture: values that are not JSON', () => {
       response: { status: 201, statusText: 'Created', url: '', headers: { 'content-type': 'text/plain;charset=UTF-8', 'set-cookie': REDACTED } },
     });
     expect(response.bodyUsed).toBe(false);
+    // The undici package's own classes (not Node's globals) are read the same way.
+    const undici = await import('undici');
+    const packaged = new undici.Response('{}', { status: 404, headers: { 'x-request-id': 'r1' } });
+    expect(copy(packaged)).toEqual({ status: 404, statusText: '', url: '', headers: { 'content-type': 'text/plain;charset=UTF-8', 'x-request-id': 'r1' } });
+    expect(copy(new undici.Headers({ cookie: 'a=b' }))).toEqual({ cookie: REDACTED });
+    // A look-alike whose getters throw is unreadable, and capture still does not throw.
+    class LookAlike {
+      get [Symbol.toStringTag](): string {
+        return 'Response';
+      }
+      get status(): number {
+        throw new Error('not a real response');
+      }
+    }
+    expect(copy({ fake: new LookAlike() })).toEqual({ fake: '[Unreadable: not a real response]' });
     // Properties someone added to one are kept beside what it says.
     expect(copy(Object.assign(new Response('x', { status: 202 }), { meta: { attempt: 2 } }))).toMatchObject({ status: 202, meta: { attempt: 2 } });
     expect(await response.json()).toEqual({ answer: 42 });
