@@ -26,7 +26,7 @@ import {
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
-import { DEFAULTS, resolveLogLevel, type ExporterOptions } from '../options.js';
+import { resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit } from './exit-watch.js';
 import { CallbridgeExporter, exportedSpans, flushBeforeExit } from './exporter.js';
 
@@ -90,10 +90,7 @@ export function register(options: RegisterOptions = {}): Tracing {
   const exporter = new CallbridgeExporter({ ...exporterOptions, flushOnExit: false });
   const log = createLog(resolveLogLevel(exporterOptions.logLevel));
   const processor = createProcessor(spanProcessor, exporter, log);
-  // The SDK bounds a provider's flush by its own timer (30 s, ref'd: it holds the process). Ours
-  // is `shutdownTimeoutMs`, as for every other wait of a flush (the exporter validated it).
-  const forceFlushTimeoutMillis = exporterOptions.shutdownTimeoutMs ?? DEFAULTS.shutdownTimeoutMs;
-  const provider = new NodeTracerProvider({ spanProcessors: [processor], forceFlushTimeoutMillis });
+  const provider = new NodeTracerProvider({ spanProcessors: [processor] });
   const ownsGlobal = global && registerGlobally(provider, log);
 
   const forceFlush = async (): Promise<void> => {
