@@ -213,7 +213,7 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
     baseUrl: baseUrl.replace(/\/+$/, ''),
     username,
     password,
-    requestTimeoutMs: positiveInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs),
+    requestTimeoutMs: timerDelay('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs, 1),
     connections: positiveInteger('connections', options.connections, DEFAULTS.connections),
     ca: pemCertificates(options.ca),
     proxy: resolveProxy(parsed, options.proxy, env),
@@ -289,12 +289,12 @@ export function resolveDelivery(options: DeliveryOptions = {}, env: Env = proces
   return {
     maxBatchItems: positiveInteger('maxBatchItems', options.maxBatchItems, DEFAULTS.maxBatchItems),
     maxBatchBytes,
-    flushIntervalMs: nonNegativeInteger('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs),
+    flushIntervalMs: timerDelay('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs, 0),
     maxQueueBytes,
     backpressureMs: boundedInteger('backpressureMs', options.backpressureMs, DEFAULTS.backpressureMs, MAX_BACKPRESSURE_MS),
     concurrency: positiveInteger('concurrency', options.concurrency, DEFAULTS.concurrency),
     maxRetryMs: nonNegativeInteger('maxRetryMs', options.maxRetryMs, DEFAULTS.maxRetryMs),
-    shutdownTimeoutMs: nonNegativeInteger('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs),
+    shutdownTimeoutMs: timerDelay('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
     logLevel: resolveLogLevel(options.logLevel, env),
   };
 }
@@ -340,6 +340,21 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 function nonNegativeInteger(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < 0) throw new InvalidOptionError(name, 'an integer >= 0', value);
+  return value;
+}
+
+/**
+ * Longest delay a Node timer takes (about 24.8 days): past it Node fires after 1 ms, with a
+ * warning, so a huge timeout would behave as none.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A duration used as a timer's delay: an integer from `min` to {@link MAX_TIMER_MS}. */
+function timerDelay(name: string, value: number | undefined, fallback: number, min: 0 | 1): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min || value > MAX_TIMER_MS) {
+    throw new InvalidOptionError(name, `an integer from ${min} to ${MAX_TIMER_MS} (ms)`, value);
+  }
   return value;
 }
 

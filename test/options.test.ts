@@ -5,6 +5,7 @@ import {
   DEFAULTS,
   MAX_BATCH_BYTES_LIMIT,
   MAX_BACKPRESSURE_MS,
+  MAX_TIMER_MS,
   resolveConnection,
   resolveDelivery,
   resolveExporterOptions,
@@ -59,6 +60,14 @@ describe('resolveConnection', () => {
       expect(() => resolveConnection({ connections: bad }, {})).toThrow(/connections/);
     }
     expect(() => resolveConnection({ requestTimeoutMs: '5' as unknown as number }, {})).toThrow(/got "5"/);
+  });
+
+  it("rejects durations past a Node timer's longest delay, which Node would turn into 1 ms", () => {
+    expect(resolveConnection({ requestTimeoutMs: MAX_TIMER_MS }, {}).requestTimeoutMs).toBe(MAX_TIMER_MS);
+    expect(() => resolveConnection({ requestTimeoutMs: MAX_TIMER_MS + 1 }, {})).toThrow(/`requestTimeoutMs` to be an integer from 1 to 2147483647/);
+    expect(resolveDelivery({ shutdownTimeoutMs: 0, flushIntervalMs: 0 }, {})).toMatchObject({ shutdownTimeoutMs: 0, flushIntervalMs: 0 });
+    expect(() => resolveDelivery({ shutdownTimeoutMs: 2 ** 31 }, {})).toThrow(/shutdownTimeoutMs/);
+    expect(() => resolveDelivery({ flushIntervalMs: Number.MAX_SAFE_INTEGER }, {})).toThrow(/flushIntervalMs/);
   });
 });
 
