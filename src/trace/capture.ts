@@ -210,24 +210,45 @@ function copyFetchType(obj: object, fetched: object, walk: Walk, depth: number):
  * fetch's `Headers`, `Request` and `Response` keep their data in private fields (their own
  * properties are none, which would read `{}`): what they say, without touching a body. Header
  * names go through redaction like any key (`authorization`, `set-cookie`). Known by their tag, so
- * that those of the `undici` package (or another realm) are read too, not only Node's globals; a
- * look-alike whose getters throw is caught by copyObject as unreadable.
+ * that those of the `undici` package (or another realm) are read too, not only Node's globals. An
+ * object that carries the tag but cannot be read so (a test double with plain fields, say) is
+ * copied as any other instance (undefined here).
  */
 function fetchTypeData(obj: object): object | undefined {
-  switch (Object.prototype.toString.call(obj)) {
-    case '[object Headers]':
-      return Object.fromEntries(obj as Headers);
-    case '[object Response]': {
-      const response = obj as Response;
-      return { status: response.status, statusText: response.statusText, url: response.url, headers: Object.fromEntries(response.headers) };
+  try {
+    switch (Object.prototype.toString.call(obj)) {
+      case '[object Headers]':
+        return headerFields(obj);
+      case '[object Response]': {
+        const response = obj as Response;
+        return { status: response.status, statusText: response.statusText, url: response.url, headers: headerFields(response.headers) };
+      }
+      case '[object Request]': {
+        const request = obj as Request;
+        return { method: request.method, url: request.url, headers: headerFields(request.headers) };
+      }
+      default:
+        return undefined;
     }
-    case '[object Request]': {
-      const request = obj as Request;
-      return { method: request.method, url: request.url, headers: Object.fromEntries(request.headers) };
-    }
-    default:
-      return undefined;
+  } catch {
+    return undefined;
   }
+}
+
+/**
+ * Header pairs as an object, read up to the capture's item cap (a look-alike's iterator may not
+ * end); anything but a pair of strings means the value is not a `Headers`, and throws.
+ */
+function headerFields(headers: unknown): Record<string, string> {
+  // No prototype: a header may be named `__proto__`.
+  const fields = Object.create(null) as Record<string, string>;
+  let count = 0;
+  for (const pair of headers as Iterable<unknown>) {
+    if (!Array.isArray(pair) || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') throw new TypeError('not a header pair');
+    if (++count > MAX_CAPTURED_ITEMS) break;
+    fields[pair[0]] = pair[1];
+  }
+  return fields;
 }
 
 /**

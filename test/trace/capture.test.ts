@@ -200,7 +200,28 @@ describe('capture: values that are not JSON', () => {
         throw new Error('not a real response');
       }
     }
-    expect(copy({ fake: new LookAlike() })).toEqual({ fake: '[Unreadable: not a real response]' });
+    expect(copy({ fake: new LookAlike() })).toEqual({ fake: '[LookAlike]' });
+    // A test double that only carries the tag is copied by its own fields, as before.
+    class MockResponse {
+      status = 200;
+      headers = { 'x-mock': 'yes' };
+      get [Symbol.toStringTag](): string {
+        return 'Response';
+      }
+    }
+    expect(copy(new MockResponse())).toEqual({ status: 200, headers: { 'x-mock': 'yes' } });
+    // Headers that never end are read up to the item cap, not for ever.
+    class EndlessHeaders {
+      get [Symbol.toStringTag](): string {
+        return 'Headers';
+      }
+      *[Symbol.iterator](): Generator<[string, string]> {
+        for (let i = 0; ; i++) yield [`h${i}`, 'v'];
+      }
+    }
+    const endless = copy(new EndlessHeaders(), { maxValueBytes: 1 << 30 }) as Record<string, unknown>;
+    expect(Object.keys(endless).length).toBeLessThanOrEqual(10_001);
+    expect(copy(new Headers([['__proto__', 'odd']]))).toEqual({ ['__proto__']: 'odd' });
     // Properties someone added to one are kept beside what it says.
     expect(copy(Object.assign(new Response('x', { status: 202 }), { meta: { attempt: 2 } }))).toMatchObject({ status: 202, meta: { attempt: 2 } });
     expect(await response.json()).toEqual({ answer: 42 });
