@@ -168,6 +168,12 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 30_000,
 } as const;
 
+/**
+ * Longest delay a Node timer takes (about 24.8 days): past it Node fires after 1 ms, with a
+ * warning, so a huge timeout would behave as none.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** The most `backpressureMs` may be: a turn of the event loop longer than a second is an outage. */
 export const MAX_BACKPRESSURE_MS = 1000;
 
@@ -213,7 +219,7 @@ export function resolveConnection(options: ConnectionOptions = {}, env: Env = pr
     baseUrl: baseUrl.replace(/\/+$/, ''),
     username,
     password,
-    requestTimeoutMs: timerDelay('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs, 1),
+    requestTimeoutMs: boundedInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs, MAX_TIMER_MS, 1),
     connections: positiveInteger('connections', options.connections, DEFAULTS.connections),
     ca: pemCertificates(options.ca),
     proxy: resolveProxy(parsed, options.proxy, env),
@@ -289,12 +295,12 @@ export function resolveDelivery(options: DeliveryOptions = {}, env: Env = proces
   return {
     maxBatchItems: positiveInteger('maxBatchItems', options.maxBatchItems, DEFAULTS.maxBatchItems),
     maxBatchBytes,
-    flushIntervalMs: timerDelay('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs, 0),
+    flushIntervalMs: boundedInteger('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs, MAX_TIMER_MS),
     maxQueueBytes,
     backpressureMs: boundedInteger('backpressureMs', options.backpressureMs, DEFAULTS.backpressureMs, MAX_BACKPRESSURE_MS),
     concurrency: positiveInteger('concurrency', options.concurrency, DEFAULTS.concurrency),
     maxRetryMs: nonNegativeInteger('maxRetryMs', options.maxRetryMs, DEFAULTS.maxRetryMs),
-    shutdownTimeoutMs: timerDelay('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
+    shutdownTimeoutMs: boundedInteger('shutdownTimeoutMs', options.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, MAX_TIMER_MS),
     logLevel: resolveLogLevel(options.logLevel, env),
   };
 }
@@ -343,23 +349,8 @@ function nonNegativeInteger(name: string, value: number | undefined, fallback: n
   return value;
 }
 
-/**
- * Longest delay a Node timer takes (about 24.8 days): past it Node fires after 1 ms, with a
- * warning, so a huge timeout would behave as none.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** A duration used as a timer's delay: an integer from `min` to {@link MAX_TIMER_MS}. */
-function timerDelay(name: string, value: number | undefined, fallback: number, min: 0 | 1): number {
+function boundedInteger(name: string, value: number | undefined, fallback: number, max: number, min = 0): number {
   if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < min || value > MAX_TIMER_MS) {
-    throw new InvalidOptionError(name, `an integer from ${min} to ${MAX_TIMER_MS} (ms)`, value);
-  }
-  return value;
-}
-
-function boundedInteger(name: string, value: number | undefined, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 0 || value > max) throw new InvalidOptionError(name, `an integer from 0 to ${max}`, value);
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new InvalidOptionError(name, `an integer from ${min} to ${max}`, value);
   return value;
 }
