@@ -11,12 +11,12 @@ import { bypassedByNoProxy, resolveProxy } from '../../src/client/proxy.js';
 import { classify } from '../../src/client/classify.js';
 import { InvalidOptionError, NetworkError, TimeoutError } from '../../src/errors.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
-import { resolveConnection, type ConnectionOptions } from '../../src/options.js';
+import { resolveConnection } from '../../src/options.js';
 import { readAllCalls } from '../exporter/fault-proxy.js';
 import { emitSpans, providerFor } from '../exporter/spans.js';
 import { flushAll } from '../exporter/test-exporter.js';
 import { startTestProxy, type TestProxy } from '../helpers/http-proxy.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { serverInfoVia, startTestServer, type TestServer } from '../helpers/server.js';
 import { startTlsFront, tlsFixture, type TlsFront } from '../helpers/tls-front.js';
 
 const credentials = { username: 'dev', password: 'pw' };
@@ -42,18 +42,9 @@ afterEach(() => {
   proxy.credentials.length = 0;
 });
 
-async function serverInfo(options: ConnectionOptions): Promise<unknown> {
-  const client = createClient({ ...credentials, ...options });
-  try {
-    return await client.serverInfo();
-  } finally {
-    await client.close();
-  }
-}
-
 describe('requests through a proxy', () => {
   it('forwards requests to an http service', async () => {
-    expect(await serverInfo({ baseUrl: server.url, proxy: proxy.url })).toHaveProperty('trace_server_version');
+    expect(await serverInfoVia({ baseUrl: server.url, proxy: proxy.url })).toHaveProperty('trace_server_version');
     expect(proxy.forwarded).toEqual([`${server.url}/server_info`]);
     expect(proxy.tunnels).toEqual([]);
   });
@@ -73,9 +64,9 @@ describe('requests through a proxy', () => {
   });
 
   it('tunnels to an https service, whose certificate is checked against ca', async () => {
-    expect(await serverInfo({ baseUrl: front.url, proxy: proxy.url, ca })).toHaveProperty('trace_server_version');
+    expect(await serverInfoVia({ baseUrl: front.url, proxy: proxy.url, ca })).toHaveProperty('trace_server_version');
     expect(proxy.tunnels).toEqual([new URL(front.url).host]);
-    const untrusted = await serverInfo({ baseUrl: front.url, proxy: proxy.url }).catch((error: unknown) => error);
+    const untrusted = await serverInfoVia({ baseUrl: front.url, proxy: proxy.url }).catch((error: unknown) => error);
     expect((untrusted as NetworkError).errorCode).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
   });
 
@@ -83,18 +74,18 @@ describe('requests through a proxy', () => {
     const guarded = await startTestProxy({ username: 'corp', password: 's3cret' });
     try {
       const withCredentials = guarded.url.replace('http://', 'http://corp:s3cret@');
-      expect(await serverInfo({ baseUrl: front.url, proxy: withCredentials, ca })).toHaveProperty('trace_server_version');
+      expect(await serverInfoVia({ baseUrl: front.url, proxy: withCredentials, ca })).toHaveProperty('trace_server_version');
       expect(guarded.credentials).toEqual([`Basic ${Buffer.from('corp:s3cret').toString('base64')}`]);
 
       const wrong = guarded.url.replace('http://', 'http://corp:wrong@');
-      const refused = await serverInfo({ baseUrl: front.url, proxy: wrong, ca }).catch((error: unknown) => error);
+      const refused = await serverInfoVia({ baseUrl: front.url, proxy: wrong, ca }).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(NetworkError);
       expect((refused as NetworkError).errorCode).toBe('CALLBRIDGE_PROXY_REFUSED');
       expect((refused as Error).message).toContain(`the proxy ${guarded.url.replace('http://', 'http://***@')}/ refused the request to the service: 407 Proxy Authentication Required`);
       expect((refused as Error).message).not.toContain('wrong');
 
       // Forwarded to an http service: the same words.
-      const forwarded = await serverInfo({ baseUrl: server.url, proxy: wrong }).catch((error: unknown) => error);
+      const forwarded = await serverInfoVia({ baseUrl: server.url, proxy: wrong }).catch((error: unknown) => error);
       expect((forwarded as NetworkError).errorCode).toBe('CALLBRIDGE_PROXY_REFUSED');
       expect((forwarded as Error).message).toContain('refused the request to the service: 407 Proxy Authentication Required');
     } finally {
@@ -105,7 +96,7 @@ describe('requests through a proxy', () => {
   it('names the proxy when it cannot be reached', async () => {
     const down = await startTestProxy();
     await down.close();
-    const failure = await serverInfo({ baseUrl: front.url, proxy: down.url, ca, requestTimeoutMs: 2000 }).catch((error: unknown) => error);
+    const failure = await serverInfoVia({ baseUrl: front.url, proxy: down.url, ca, requestTimeoutMs: 2000 }).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(NetworkError);
     expect((failure as NetworkError).errorCode).toBe('ECONNREFUSED');
     expect((failure as Error).message).toContain(`(through the proxy ${down.url}/)`);
@@ -148,7 +139,7 @@ describe('requests through a proxy', () => {
     const guarded = await startTestProxy({ username: 'tok3n', password: '' });
     try {
       const proxied = guarded.url.replace('http://', 'http://tok3n@');
-      expect(await serverInfo({ baseUrl: front.url, proxy: proxied, ca })).toHaveProperty('trace_server_version');
+      expect(await serverInfoVia({ baseUrl: front.url, proxy: proxied, ca })).toHaveProperty('trace_server_version');
       expect(guarded.credentials).toEqual([`Basic ${Buffer.from('tok3n:').toString('base64')}`]);
     } finally {
       await guarded.close();
@@ -159,7 +150,7 @@ describe('requests through a proxy', () => {
     for (const name of ['http_proxy', 'https_proxy', 'no_proxy', 'HTTPS_PROXY', 'NO_PROXY']) vi.stubEnv(name, '');
     vi.stubEnv('HTTP_PROXY', proxy.url);
     // Loopback is never proxied from the environment: the local server stays reachable.
-    expect(await serverInfo({ baseUrl: server.url })).toHaveProperty('trace_server_version');
+    expect(await serverInfoVia({ baseUrl: server.url })).toHaveProperty('trace_server_version');
     expect(proxy.forwarded).toEqual([]);
     expect(resolveConnection({ baseUrl: 'http://trace.example.com' }).proxy).toBe(`${proxy.url}/`);
     expect(resolveConnection({ baseUrl: 'http://trace.example.com', proxy: false }).proxy).toBeUndefined();

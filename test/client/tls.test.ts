@@ -8,13 +8,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { InvalidOptionError, NetworkError } from '../../src/errors.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
-import { resolveConnection } from '../../src/options.js';
+import { resolveConnection, type ConnectionOptions } from '../../src/options.js';
 import { readAllCalls } from '../exporter/fault-proxy.js';
 import { emitSpans, providerFor } from '../exporter/spans.js';
 import { flushAll } from '../exporter/test-exporter.js';
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { serverInfoVia, startTestServer, type TestServer } from '../helpers/server.js';
 import { startTlsFront, TLS_FIXTURES as fixtures, tlsFixture as fixture, type TlsFront } from '../helpers/tls-front.js';
 
 const testCa = fixture('ca.pem');
@@ -34,14 +34,7 @@ afterAll(async () => {
 });
 afterEach(() => killSpawned());
 
-async function serverInfoWith(options: { ca?: string | Uint8Array | Array<string | Uint8Array> }) {
-  const client = createClient({ baseUrl: front.url, ...credentials, ...options });
-  try {
-    return await client.serverInfo();
-  } finally {
-    await client.close();
-  }
-}
+const serverInfoWith = (options: ConnectionOptions) => serverInfoVia({ baseUrl: front.url, ...options });
 
 describe('the ca option', () => {
   it('without it, a certificate from an unknown CA is refused with a clear error, not retried', async () => {

@@ -10,6 +10,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createClient } from '../../src/client/index.js';
+import type { ConnectionOptions } from '../../src/options.js';
 import { startServer, type ServerOptions, type ServerUser } from '../../src/server/index.js';
 
 export interface TestServer {
@@ -85,4 +87,17 @@ export async function post(
     // Not JSON (jsonl streams, bytes): callers read `text`.
   }
   return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+/**
+ * One `serverInfo()` through a fresh client of `options`, as user `dev`/`pw`, closed afterwards:
+ * for tests of how the client reaches a service (TLS, proxies) rather than of what it reads.
+ */
+export async function serverInfoVia(options: ConnectionOptions): Promise<unknown> {
+  const client = createClient({ username: DEV_USER.username, password: DEV_USER.password, ...options });
+  try {
+    return await client.serverInfo();
+  } finally {
+    await client.close();
+  }
 }
