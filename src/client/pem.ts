@@ -14,6 +14,11 @@ export function certificateBlocks(text: string): string[] {
   return text.match(CERTIFICATE_BLOCK) ?? [];
 }
 
+/** Whether a block of {@link certificateBlocks} is OpenSSL's `TRUSTED CERTIFICATE` form. */
+export function isTrustedForm(block: string): boolean {
+  return block.startsWith('-----BEGIN TRUSTED');
+}
+
 /** The labels of every PEM block in `text` (`EC PRIVATE KEY`...), to say what a refused file held. */
 export function blockLabels(text: string): string[] {
   return [...text.matchAll(ANY_BLOCK_LABEL)].map((match) => match[1]!);
@@ -22,7 +27,7 @@ export function blockLabels(text: string): string[] {
 /** Why `block` (from {@link certificateBlocks}) is not a certificate, or undefined when it is one. */
 export function certificateProblem(block: string): string | undefined {
   try {
-    if (!block.startsWith('-----BEGIN TRUSTED')) {
+    if (!isTrustedForm(block)) {
       new X509Certificate(block);
       return undefined;
     }

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
-import { certificateBlocks } from './pem.js';
+import { certificateBlocks, isTrustedForm } from './pem.js';
 
 // The variable as at load, as Node reads it once at start; its file is read at the first `ca`
 // (not at import: most exporters never use the option).
@@ -42,7 +42,7 @@ export function contextTrusting(extra: readonly string[]): tls.SecureContext {
 function readExtraCaCertificates(path: string | undefined): string[] {
   if (path === undefined || path === '') return [];
   try {
-    return certificateBlocks(readFileSync(path, 'latin1')).filter((block) => !block.startsWith('-----BEGIN TRUSTED'));
+    return certificateBlocks(readFileSync(path, 'latin1')).filter((block) => !isTrustedForm(block));
   } catch {
     // Node has already warned about an unreadable file at start-up.
     return [];
