@@ -65,6 +65,12 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
    * the application's thread, waiting for room (`backpressureMs`), learns of it at once.
    */
   readonly onBatchSettled?: () => void;
+  /**
+   * Called when a request goes on the wire and when its answer (or failure) is in, so that
+   * `isSending()` has changed or may have. The delivery worker reports it: while a flush waits,
+   * the application's thread holds the process for a request on the wire, not for a backoff.
+   */
+  readonly onSendingChanged?: () => void;
 }
 
 /** The batcher as the exporter sees it. */
@@ -89,6 +95,11 @@ export interface Batcher<T> {
    * taking batches now, so waiting for room (`backpressureMs`) would only stall the application.
    */
   isRetrying(): boolean;
+  /**
+   * A request is on the wire now (sent, its answer not yet in). A batch waiting out a backoff is
+   * in flight (`stats().inFlight`) but not being sent.
+   */
+  isSending(): boolean;
   /**
    * Bytes of records not yet in a request (queued, not in flight): what back-pressure measures
    * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
@@ -253,6 +264,8 @@ class QueueBatcher<T> implements Batcher<T> {
   #pendingBytes = 0;
   #heldBytes = 0;
   #inFlight = 0;
+  /** Requests sent whose answer is not yet in. */
+  #requestsOnWire = 0;
   readonly #inFlightBatches = new Set<Array<Entry<T>>>();
 
   #seq = 0;
@@ -364,6 +377,10 @@ class QueueBatcher<T> implements Batcher<T> {
 
   isRetrying(): boolean {
     return this.#lastRetryReason !== undefined;
+  }
+
+  isSending(): boolean {
+    return this.#requestsOnWire > 0;
   }
 
   waitingBytes(): number {
@@ -785,6 +802,8 @@ class QueueBatcher<T> implements Batcher<T> {
   async #post(mode: Mode, body: Uint8Array): Promise<SendOutcome> {
     const path = this.#pathOf(mode);
     const signal = this.#abort.signal;
+    this.#requestsOnWire += 1;
+    this.#options.onSendingChanged?.();
     try {
       // Our own requests must not become spans (SPEC §4.12), e.g. under an undici/http instrumentation.
       return await context.with(suppressTracing(context.active()), () =>
@@ -794,6 +813,9 @@ class QueueBatcher<T> implements Batcher<T> {
     } catch (error) {
       // The transport promises never to throw; if it does anyway, treat it like a network error.
       return { kind: 'retry', reason: `transport error: ${describeError(error)}` };
+    } finally {
+      this.#requestsOnWire -= 1;
+      this.#options.onSendingChanged?.();
     }
   }
 

@@ -10,13 +10,13 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
-import { createBatcher, type DeliveryStats } from '../batcher/index.js';
+import { createBatcher } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
 import type { SpanInput } from '../mapping/index.js';
 import { createSpanCodec } from './span-codec.js';
 import { decodeSpan } from './span-transfer.js';
 import { lowerThisThreadPriority } from './thread-priority.js';
-import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker } from './worker-protocol.js';
+import type { DeliveryWorkerData, DiagLevel, FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
 
 const port = parentPort;
 if (port === null) throw new Error('callbridge: export-worker must be started as a worker thread');
@@ -35,6 +35,8 @@ const batcher = createBatcher<SpanInput>({
   codec: createSpanCodec(options.projectId),
   // Room under maxQueueBytes was just freed: an application thread waiting for it learns at once.
   onBatchSettled: report,
+  // A flush waiting on the application's thread holds the process while a request is on the wire.
+  onSendingChanged: report,
 });
 
 let ackSeq = 0;
@@ -66,21 +68,27 @@ setInterval(report, statsIntervalMs).unref();
 post({ type: 'ready' });
 
 function report(): void {
-  const stats = batcher.stats();
-  const retrying = batcher.isRetrying();
-  const waitingBytes = batcher.waitingBytes();
-  const signature = statsSignature(stats, retrying, waitingBytes);
+  const current = currentReport();
+  const signature = reportSignature(current);
   if (signature === lastReported) return;
   lastReported = signature;
-  post({ type: 'stats', ackSeq, stats, retrying, waitingBytes });
+  post({ type: 'stats', ...current });
 }
 
 function answer(id: number): void {
-  const stats = batcher.stats();
-  const retrying = batcher.isRetrying();
-  const waitingBytes = batcher.waitingBytes();
-  lastReported = statsSignature(stats, retrying, waitingBytes);
-  post({ type: 'done', id, ackSeq, stats, retrying, waitingBytes });
+  const current = currentReport();
+  lastReported = reportSignature(current);
+  post({ type: 'done', id, ...current });
+}
+
+function currentReport(): WorkerStatsReport {
+  return {
+    ackSeq,
+    stats: batcher.stats(),
+    retrying: batcher.isRetrying(),
+    sending: batcher.isSending(),
+    waitingBytes: batcher.waitingBytes(),
+  };
 }
 
 function post(message: FromWorker): void {
@@ -89,9 +97,9 @@ function post(message: FromWorker): void {
   Atomics.notify(reported, 0);
 }
 
-function statsSignature(stats: DeliveryStats, retrying: boolean, waitingBytes: number): string {
+function reportSignature({ ackSeq, stats, retrying, sending, waitingBytes }: WorkerStatsReport): string {
   const d = stats.dropped;
-  return `${ackSeq} ${retrying} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+  return `${ackSeq} ${retrying} ${sending} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
 }
 
 function forwardingLogger(): DiagLogger {

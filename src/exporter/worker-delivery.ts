@@ -26,9 +26,10 @@
  *   on this thread, so a short script ends as soon as on the main thread instead of ~240 ms
  *   later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
- * - Exit: the worker is unref'd and only ref'd while a flush (for at most `shutdownTimeoutMs`) or a
- *   shutdown waits for it, so it keeps the process alive about as long as main-thread delivery
- *   would, whose requests hold the process and whose backoffs do not (`#refWhileWaited`).
+ * - Exit: the worker is unref'd and only ref'd while a flush or a shutdown waits for it (a flush
+ *   for `shutdownTimeoutMs`, and after that while the worker has a request on the wire), so it
+ *   keeps the process alive about as long as main-thread delivery would, whose requests hold the
+ *   process and whose backoffs do not (`#refWhileWaited`).
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
@@ -182,6 +183,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #remote: DeliveryStats = NOTHING_YET;
   /** Whether the worker's batcher was retrying when it last reported. */
   #remoteRetrying = false;
+  /** Whether the worker had a request on the wire when it last reported. */
+  #remoteSending = false;
   /** The worker's `waitingBytes` as last reported. */
   #remoteWaitingBytes = 0;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
@@ -193,6 +196,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
    * each with the timer that ends a flush's hold.
    */
   readonly #holding = new Map<number, ReturnType<typeof setTimeout> | undefined>();
+  /**
+   * Flushes still waiting after their `shutdownTimeoutMs` hold ended: they keep the process alive
+   * only while the worker has a request on the wire (see `#refWhileWaited`).
+   */
+  readonly #lapsed = new Set<number>();
   #nextRequestId = 0;
   #closing = false;
   #shutdownPromise: Promise<void> | undefined;
@@ -310,6 +318,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   isRetrying(): boolean {
     return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
+  }
+
+  isSending(): boolean {
+    return this.#remoteSending || (this.#here?.isSending() ?? false);
   }
 
   waitingBytes(): number {
@@ -533,6 +545,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         message.type === 'flush'
           ? setTimeout(() => {
               this.#holding.delete(id);
+              this.#lapsed.add(id);
               this.#refWhileWaited();
             }, this.#options.shutdownTimeoutMs).unref()
           : undefined;
@@ -545,18 +558,22 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #releaseAll(): void {
     for (const letGo of this.#holding.values()) clearTimeout(letGo);
     this.#holding.clear();
+    this.#lapsed.clear();
   }
 
   /**
-   * Keep the process alive while a flush or shutdown waits for the worker (a flush for at most
-   * `shutdownTimeoutMs`); otherwise never. On this thread a request on the wire keeps the process
-   * alive and a backoff does not; the worker's requests cannot, so the wait stands in for them,
-   * bounded like the exit flush: a service that stays down does not hold the process for the
-   * retries' whole `maxRetryMs` (the exit flush then counts what is left when the process ends).
+   * Keep the process alive while a flush or shutdown waits for the worker; otherwise never. On
+   * this thread a request on the wire keeps the process alive and a backoff does not; the worker's
+   * requests cannot, so the wait stands in for them. A flush holds for `shutdownTimeoutMs`, and
+   * after that only while the worker reports a request on the wire: a service that stays down
+   * does not hold the process for the retries' whole `maxRetryMs` (the exit flush then counts
+   * what is left when the process ends), and a slow one is not cut off mid-answer, which would
+   * leave the exit flush to drop what it was delivering.
    */
   #refWhileWaited(): void {
     if (this.#worker === undefined) return;
-    if (this.#holding.size > 0 || this.#readyWaiters.length > 0) this.#worker.ref();
+    const waited = this.#holding.size > 0 || this.#readyWaiters.length > 0 || (this.#lapsed.size > 0 && this.#remoteSending);
+    if (waited) this.#worker.ref();
     else this.#worker.unref();
   }
 
@@ -576,6 +593,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
         this.#requests.delete(message.id);
         clearTimeout(this.#holding.get(message.id));
         this.#holding.delete(message.id);
+        this.#lapsed.delete(message.id);
         this.#refWhileWaited();
         resolve?.();
         break;
@@ -592,6 +610,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#remote = report.stats;
     this.#remoteRetrying = report.retrying;
     this.#remoteWaitingBytes = report.waitingBytes;
+    if (this.#remoteSending !== report.sending) {
+      this.#remoteSending = report.sending;
+      if (this.#lapsed.size > 0) this.#refWhileWaited();
+    }
     while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
       const acknowledged = this.#inTransit.shift()!;
       this.#inTransitBytes -= acknowledged.bytes;
@@ -683,6 +705,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const lost = this.#remote.queued + this.#remote.inFlight;
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
     this.#remoteRetrying = false;
+    this.#remoteSending = false;
     this.#remoteWaitingBytes = 0;
     if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
     this.#log.error(

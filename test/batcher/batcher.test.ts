@@ -324,6 +324,32 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     expect(settledAt.at(-1)?.queuedBytes).toBe(0);
   });
 
+  it('is sending while a request is on the wire, not during its backoff, and says when that changes', async () => {
+    const answers = [deferred<SendOutcome>(), deferred<SendOutcome>()];
+    const transport = new FakeTransport((_request, index) => answers[index]!.promise);
+    const changes: boolean[] = [];
+    batcher = createBatcher({
+      ...batcherOptions(transport, countingCodec(), {}),
+      onSendingChanged: () => changes.push(batcher!.isSending()),
+    });
+    batcher.add(record(1));
+    expect(batcher.isSending()).toBe(false);
+    const flushed = batcher.forceFlush();
+    await settle();
+    expect(batcher.isSending()).toBe(true);
+    answers[0]!.resolve(UNAVAILABLE);
+    await settle();
+    // In its backoff (250 ms: random() is 0.5) the record is still in flight, but nothing is on the wire.
+    expect(batcher.stats()).toMatchObject({ inFlight: 1 });
+    expect(batcher.isSending()).toBe(false);
+    await settle(1000);
+    expect(batcher.isSending()).toBe(true);
+    answers[1]!.resolve(OK);
+    await flushed;
+    expect(batcher.isSending()).toBe(false);
+    expect(changes).toEqual([true, false, true, false]);
+  });
+
   it('leaves a record it cannot write ahead for its batch, so a flush begun meanwhile still ends', async () => {
     vi.useRealTimers();
     const codec = countingCodec();
