@@ -61,7 +61,7 @@ const CONFIG = flags.quick
       ingestSpans: 100_000, ingestReps: 3, calls: 1_000_000, objects: 100_000, feedback: 100_000 };
 if (flags.reps !== undefined) CONFIG.reps = Math.max(1, Number(flags.reps));
 
-// Benchmark one consistent build: `npm run build` elsewhere (tsup cleans dist/ first) must not
+// Benchmark one consistent build: `npm run build` elsewhere (it cleans dist/ first) must not
 // pull the package out from under a run that takes minutes. Children inherit the env var.
 const snapshot = snapshotDist(fileURLToPath(new URL('./results/.dist-snapshot/', import.meta.url)));
 if (snapshot !== undefined) process.env.CALLBRIDGE_BENCH_DIST = snapshot;

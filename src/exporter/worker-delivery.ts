@@ -19,12 +19,13 @@
  *   (`#waitForRoom`), instead of letting the queue reach `maxQueueBytes` and drop. The producer
  *   is slowed to the rate of delivery, as `BatchSpanProcessor` slows it by serialising inside
  *   `span.end()`, but in the event loop's own turns, never inside `span.end()`.
- * - Start-up: the worker starts with the first span and takes ~125 ms to load in a fresh process
- *   on an idle core here (undici is half of it), longer while the application keeps the cores
- *   busy; spans wait here until it reports `ready` (a flush meanwhile waits for it). The exit
- *   flush (`settleForExit`) and a shutdown do not wait: they deliver what waits
- *   on this thread, so a short script ends as soon as on the main thread instead of ~240 ms
- *   later. A worker never ready counts as one that cannot start.
+ * - Start-up: the worker starts with the first span and takes ~110 ms to load in a fresh process
+ *   on an idle core here (first span delivered 139-151 ms after `register()`, against 33-35 ms on
+ *   the main thread; ~165 ms before the worker was one self-contained file), longer while the
+ *   application keeps the cores busy; spans wait here until it reports `ready` (a flush meanwhile
+ *   waits for it). The exit flush (`settleForExit`) and a shutdown do not wait: they deliver what
+ *   waits on this thread, so a short script ends as soon as on the main thread instead of
+ *   ~240 ms later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or a shutdown waits for it (a flush
  *   for `shutdownTimeoutMs`, and after that while the worker has a request on the wire), so it
@@ -790,29 +791,80 @@ export interface InheritedStartOptions {
   readonly env?: NodeJS.ProcessEnv;
 }
 
-const INPUT_TYPE_FLAG = /(^|\s)--input-type(=\S*|\s+\S+)/g;
+/**
+ * Flags that run code of the application's before a program: preloads (an APM agent, an
+ * OpenTelemetry auto-instrumentation that starts an SDK of its own, a TypeScript loader) and
+ * module hooks. The worker runs only its own bundled file, which needs none of them.
+ */
+const PRELOAD_FLAGS = ['--require', '-r', '--import', '--loader', '--experimental-loader'];
+/** For code given as text (`-e`, stdin); a worker started from a file refuses to start under it. */
+const INPUT_TYPE_FLAG = '--input-type';
+const LEFT_OUT_FLAGS = [INPUT_TYPE_FLAG, ...PRELOAD_FLAGS];
 
 /**
  * What the worker inherits from the application: Node's defaults (its flags, its environment),
- * except `--input-type`, in `execArgv` or in `NODE_OPTIONS`. That flag is for code given as text
- * (`node --input-type=module -e ...`, stdin), and a worker started from a file, as ours is,
- * refuses to start under it. Only then are `execArgv` or `env` given: a worker given `execArgv`
- * explicitly refuses flags it would have inherited silently (`--max-old-space-size`, V8's).
+ * without `--input-type` and the preload flags (`PRELOAD_FLAGS`), in `execArgv` or in
+ * `NODE_OPTIONS`. A preload would otherwise run again in the worker: a second APM agent or
+ * OpenTelemetry SDK in the process, and a slower start. Only when a flag is left out are
+ * `execArgv` or `env` given: a worker given `execArgv` explicitly refuses flags it would have
+ * inherited silently (`--max-old-space-size`, V8's), which the caller then handles.
  */
 export function inheritedStartOptions(execArgv: readonly string[], env: NodeJS.ProcessEnv): InheritedStartOptions {
   const options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {};
-  if (execArgv.some((flag) => flag === '--input-type' || flag.startsWith('--input-type='))) {
-    const kept: string[] = [];
-    for (let i = 0; i < execArgv.length; i++) {
-      const flag = execArgv[i]!;
-      if (flag === '--input-type') i++; // its value is the next argument
-      else if (!flag.startsWith('--input-type=')) kept.push(flag);
-    }
-    options.execArgv = kept;
-  }
+  const kept = withoutLeftOutFlags(execArgv);
+  if (kept.length !== execArgv.length) options.execArgv = kept;
   const nodeOptions = env.NODE_OPTIONS;
-  if (nodeOptions !== undefined && nodeOptions.includes('--input-type')) {
-    options.env = { ...env, NODE_OPTIONS: nodeOptions.replace(INPUT_TYPE_FLAG, '$1').trim() };
+  const tokens = nodeOptions === undefined ? undefined : splitNodeOptions(nodeOptions);
+  if (tokens !== undefined) {
+    const keptTokens = withoutLeftOutFlags(tokens);
+    if (keptTokens.length !== tokens.length) options.env = { ...env, NODE_OPTIONS: joinNodeOptions(keptTokens) };
   }
   return options;
+}
+
+/** `args` without the left-out flags, in both spellings (`--flag value`, `--flag=value`). */
+function withoutLeftOutFlags(args: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (LEFT_OUT_FLAGS.includes(arg)) i++; // its value is the next argument
+    else if (!LEFT_OUT_FLAGS.some((flag) => arg.startsWith(`${flag}=`))) kept.push(arg);
+  }
+  return kept;
+}
+
+/**
+ * `NODE_OPTIONS` split as Node splits it: at spaces outside double quotes; inside them a
+ * backslash escapes the next character, and quotes alone make no argument. Undefined for an
+ * unterminated quote, which Node refuses itself (the value is then left as it is).
+ */
+export function splitNodeOptions(text: string): string[] | undefined {
+  const tokens: string[] = [];
+  let token = '';
+  let started = false;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i]!;
+    if (quoted && char === '\\' && i + 1 < text.length) {
+      token += text[++i];
+      started = true;
+    } else if (char === '"') {
+      quoted = !quoted;
+    } else if (char === ' ' && !quoted) {
+      if (started) tokens.push(token);
+      token = '';
+      started = false;
+    } else {
+      token += char;
+      started = true;
+    }
+  }
+  if (quoted) return undefined;
+  if (started) tokens.push(token);
+  return tokens;
+}
+
+/** The inverse of {@link splitNodeOptions}: tokens with a space, quote or backslash are quoted. */
+function joinNodeOptions(tokens: readonly string[]): string {
+  return tokens.map((token) => (/[ "\\]/.test(token) ? `"${token.replace(/["\\]/g, '\\$&')}"` : token)).join(' ');
 }

@@ -27,8 +27,8 @@ export interface NodeRun {
 export function ensureBuilt(): void {
   const outputs = ['dist/index.js', 'dist/index.cjs', 'dist/server/index.js', 'dist/cli/main.js', 'dist/export-worker.js', 'dist/export-worker.cjs'];
   if (outputs.every((file) => existsSync(join(ROOT, file)))) return;
-  const build = spawnSync('npx', ['tsup'], { cwd: ROOT, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`dist/ is missing and "npx tsup" failed; run "npm run build":\n${build.stderr}`);
+  const build = spawnSync(process.execPath, ['scripts/build.mjs', '--silent'], { cwd: ROOT, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`dist/ is missing and "node scripts/build.mjs" failed; run "npm run build":\n${build.stderr}`);
 }
 
 /**

@@ -5,6 +5,10 @@
  * local server with a wrong password, the mistake a new user makes first, on both delivery threads,
  * and start the delivery worker under the application's Node flags.
  */
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -12,6 +16,8 @@ import { apiAccepts, createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../s
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const PRELOAD = join(import.meta.dirname, '..', 'fixtures', 'preload-reports-thread.cjs');
 
 let server: TestServer;
 beforeAll(async () => {
@@ -250,6 +256,37 @@ console.log(JSON.stringify(tracing.exporter.stats()));
       );
       expect(script.stderr).toBe('');
       expect(JSON.parse(script.stdout.trim())).toMatchObject({ delivered: 1, queued: 0 });
+    });
+  }
+
+  // An APM agent or an auto-instrumentation preloaded this way would otherwise start a second
+  // agent or SDK inside the worker; the worker's own file needs no preload to load.
+  const preloads: Array<{ name: string; flags: string[]; env?: (preload: string) => Record<string, string> }> = [
+    { name: '--require and --import', flags: ['--require', PRELOAD, `--import=${pathToFileURL(PRELOAD).href}`] },
+    { name: 'NODE_OPTIONS, a quoted path with a space', flags: [], env: (preload) => ({ NODE_OPTIONS: `--enable-source-maps --require "${preload}"` }) },
+  ];
+  for (const { name, flags, env } of preloads) {
+    it(`runs the application's preloads on its thread only (${name})`, async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'callbridge preload '));
+      try {
+        const preload = join(dir, 'preload.cjs');
+        await copyFile(PRELOAD, preload);
+        const script = await runPackageScript(
+          `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/preloads', username: 'dev', password: 'pw', deliveryThread: 'worker' });
+trace(function hello(x) { return x; })(1);
+await tracing.forceFlush();
+console.log(JSON.stringify({ preloaded: globalThis.preloadedOnMainThread === true, ...tracing.exporter.stats() }));
+`,
+          { SERVER_URL: server.url, ...env?.(preload) },
+          flags,
+        );
+        expect(script.stderr).toBe('');
+        expect(JSON.parse(script.stdout.trim())).toMatchObject({ preloaded: true, delivered: 1, queued: 0 });
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     });
   }
 });

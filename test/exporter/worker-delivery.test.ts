@@ -6,7 +6,8 @@
  * silently. The worker script is the built `dist/export-worker.js` (npm test builds first).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { readdir, readFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { diag, DiagLogLevel, SpanStatusCode, type DiagLogger } from '@opentelemetry/api';
@@ -17,7 +18,7 @@ import { createBatcher } from '../../src/batcher/index.js';
 import { createTransport } from '../../src/client/transport.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { createSpanCodec } from '../../src/exporter/span-codec.js';
-import { inheritedStartOptions, WorkerDelivery } from '../../src/exporter/worker-delivery.js';
+import { inheritedStartOptions, splitNodeOptions, WorkerDelivery } from '../../src/exporter/worker-delivery.js';
 import { findWorkerScript } from '../../src/exporter/worker-script.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
@@ -398,10 +399,49 @@ describe('a delivery worker that fails', () => {
   });
 });
 
+describe('the worker script', () => {
+  // The worker starts without the application's preloads, a module resolver such as Yarn PnP's
+  // among them, so it must not need one: its dependencies are in its own file. Loaded from a
+  // directory with no node_modules above it, each form gets as far as its check that it runs in
+  // a worker thread, which comes after every import.
+  it.each([
+    { name: 'export-worker.js', load: (path: string) => `await import(${JSON.stringify(pathToFileURL(path).href)})` },
+    { name: 'export-worker.cjs', load: (path: string) => `(await import('node:module')).createRequire(import.meta.url)(${JSON.stringify(path)})` },
+  ])('$name loads with no node_modules to resolve from', async ({ name, load }) => {
+    const dir = await mkdtemp(join(tmpdir(), 'callbridge-worker-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const copy = join(dir, name);
+    await copyFile(new URL(name, findWorkerScript()), copy);
+    const probe = `try { ${load(copy)}; console.log('loaded on the main thread?'); } catch (error) { console.log(error.message); }`;
+    const child = spawnNode(['--input-type=module', '-e', probe], { NODE_PATH: '' });
+    await child.exited();
+    expect(child.stdout().trim()).toBe('callbridge: export-worker must be started as a worker thread');
+  });
+});
+
 describe('inheritedStartOptions', () => {
-  it("leaves the worker Node's defaults unless --input-type is in the flags or NODE_OPTIONS", () => {
+  it("leaves the worker Node's defaults unless --input-type or a preload is in the flags or NODE_OPTIONS", () => {
     const env = { NODE_OPTIONS: '--max-old-space-size=512', HOME: '/home/dev' };
-    expect(inheritedStartOptions(['--max-old-space-size=4096', '--expose-gc', '--import', 'tsx'], env)).toEqual({});
+    expect(inheritedStartOptions(['--max-old-space-size=4096', '--expose-gc', '--enable-source-maps'], env)).toEqual({});
+  });
+
+  it('drops the preloads, in every spelling, from the flags and from NODE_OPTIONS', () => {
+    const flags = ['-r', 'dd-trace/init', '--expose-gc', '--require=./otel.cjs', '--import', 'tsx', '--import=@sentry/node/preload'];
+    const more = ['--loader', 'ts-node/esm', '--experimental-loader=./hooks.mjs', '--enable-source-maps'];
+    expect(inheritedStartOptions([...flags, ...more], {})).toEqual({ execArgv: ['--expose-gc', '--enable-source-maps'] });
+    const env = { NODE_OPTIONS: '--require @opentelemetry/auto-instrumentations-node/register --max-old-space-size=512 --import=tsx' };
+    expect(inheritedStartOptions([], env)).toEqual({ env: { NODE_OPTIONS: '--max-old-space-size=512' } });
+  });
+
+  it('reads NODE_OPTIONS as Node does: quoted values, with backslash escapes, and writes back what it keeps', () => {
+    const env = { NODE_OPTIONS: '--require "/srv/my app/agent.cjs"  --title "a \\"quoted\\" \\\\ name" --enable-source-maps' };
+    expect(splitNodeOptions(env.NODE_OPTIONS)).toEqual(['--require', '/srv/my app/agent.cjs', '--title', 'a "quoted" \\ name', '--enable-source-maps']);
+    const kept = inheritedStartOptions([], env).env?.NODE_OPTIONS;
+    expect(kept).toBe('--title "a \\"quoted\\" \\\\ name" --enable-source-maps');
+    expect(splitNodeOptions(kept!)).toEqual(['--title', 'a "quoted" \\ name', '--enable-source-maps']);
+    // Quotes alone make no argument; an unterminated quote (which Node refuses) is left as it is.
+    expect(splitNodeOptions('"" --expose-gc "" "\\""')).toEqual(['--expose-gc', '"']);
+    expect(inheritedStartOptions([], { NODE_OPTIONS: '--require "agent.cjs' })).toEqual({});
   });
 
   it('drops --input-type, in both spellings, from the flags and from NODE_OPTIONS', () => {
