@@ -102,8 +102,15 @@ function portOf(url: URL): string {
   return url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80';
 }
 
+const LOOPBACK_ADDRESSES = new BlockList();
+LOOPBACK_ADDRESSES.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK_ADDRESSES.addAddress('::1', 'ipv6');
+
+/** `localhost` and its subdomains, `127.0.0.0/8` (also written IPv4-mapped, `::ffff:127.0.0.1`), `::1`. */
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  const family = isIP(host);
+  return family !== 0 && LOOPBACK_ADDRESSES.check(host, family === 4 ? 'ipv4' : 'ipv6');
 }
 
 /** Whether `no_proxy` sends `host:port` direct. */
@@ -123,16 +130,20 @@ export function bypassedByNoProxy(host: string, port: string, noProxy: string): 
   return false;
 }
 
-/** Whether `host` is an IP address inside `cidr` (`10.0.0.0/8`, `fd00::/8`), as curl and Go read no_proxy. */
+/**
+ * Whether `host` is an IP address inside `cidr` (`10.0.0.0/8`, `fd00::/8`), as curl and Go read
+ * no_proxy. An IPv4 address written IPv4-mapped (`[::ffff:10.1.2.3]`, which a URL turns into
+ * `::ffff:a01:203`) is the same address: `BlockList` matches it against IPv4 ranges, and back.
+ */
 function inSubnet(host: string, cidr: string): boolean {
   const [network = '', bits = ''] = cidr.split('/');
-  const family = isIP(network);
-  if (family === 0 || isIP(host) !== family || !/^\d{1,3}$/.test(bits)) return false;
-  const type = family === 4 ? 'ipv4' : 'ipv6';
+  const networkFamily = isIP(network);
+  const hostFamily = isIP(host);
+  if (networkFamily === 0 || hostFamily === 0 || !/^\d{1,3}$/.test(bits)) return false;
   try {
     const subnet = new BlockList();
-    subnet.addSubnet(network, Number(bits), type);
-    return subnet.check(host, type);
+    subnet.addSubnet(network, Number(bits), networkFamily === 4 ? 'ipv4' : 'ipv6');
+    return subnet.check(host, hostFamily === 4 ? 'ipv4' : 'ipv6');
   } catch {
     return false; // a prefix out of range
   }

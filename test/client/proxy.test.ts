@@ -174,9 +174,9 @@ describe('resolveProxy', () => {
 
   it('goes direct to loopback hosts when the proxy comes from the environment, not when it is the option', () => {
     const env = { HTTP_PROXY: 'http://proxy:1', HTTPS_PROXY: 'http://proxy:1' };
-    for (const host of ['http://localhost:6345', 'http://127.0.0.1:6345', 'http://127.1.2.3', 'https://[::1]:443', 'http://app.localhost']) {
-      expect(resolveProxy(new URL(host), undefined, env)).toBeUndefined();
-    }
+    const loopback = ['http://localhost:6345', 'http://127.0.0.1:6345', 'http://127.1.2.3', 'https://[::1]:443', 'http://app.localhost', 'http://[::ffff:127.0.0.1]:6345'];
+    for (const host of loopback) expect(resolveProxy(new URL(host), undefined, env)).toBeUndefined();
+    expect(resolveProxy(new URL('http://[::ffff:128.0.0.1]'), undefined, env)).toBe('http://proxy:1/');
     expect(resolveProxy(new URL('http://127.0.0.1:6345'), 'http://proxy:1', {})).toBe('http://proxy:1/');
   });
 
@@ -196,6 +196,12 @@ describe('resolveProxy', () => {
     expect(bypassedByNoProxy('fd00::1', '80', 'fd00::/8')).toBe(true);
     expect(bypassedByNoProxy('10.1.2.3', '80', 'fd00::/8, 10.0.0.0/99, example.com/8')).toBe(false);
     expect(bypassedByNoProxy('tenant.example.com', '80', '10.0.0.0/8')).toBe(false);
+    // An IPv4 address written IPv4-mapped is the same address, as a URL writes it and as given.
+    expect(resolveProxy(new URL('http://[::ffff:10.1.2.3]:8080'), undefined, { HTTP_PROXY: 'http://p:1', no_proxy: '10.0.0.0/8' })).toBeUndefined();
+    expect(bypassedByNoProxy('::ffff:10.1.2.3', '80', '10.0.0.0/8')).toBe(true);
+    expect(bypassedByNoProxy('::ffff:11.1.2.3', '80', '10.0.0.0/8')).toBe(false);
+    expect(bypassedByNoProxy('10.1.2.3', '80', '::ffff:10.0.0.0/104')).toBe(true);
+    expect(bypassedByNoProxy('fd00::1', '80', '10.0.0.0/8')).toBe(false);
     expect(resolveProxy(new URL('https://trace.wandb.ai'), undefined, { HTTPS_PROXY: 'http://p:1', no_proxy: 'WANDB.AI' })).toBeUndefined();
     // Trailing dots name the same host; an empty no_proxy does not hide NO_PROXY.
     expect(resolveProxy(new URL('https://trace.wandb.ai.'), undefined, { HTTPS_PROXY: 'http://p:1', NO_PROXY: 'wandb.ai.' })).toBeUndefined();
