@@ -4,16 +4,22 @@
  * CommonJS build carries p-queue), as their licenses ask of copies. Run by `scripts/build.mjs` after
  * tsup.
  *
- * The packages are read from the bundles themselves: esbuild heads each module it copies with a
- * `// node_modules/<package>/...` comment. A copied package without a license file fails the build
- * rather than shipping without its notice.
+ * The packages are read from the bundles themselves: esbuild heads each module it copies with its
+ * path (`// node_modules/<package>/...`, or through a symlinked or pnpm `node_modules`), and the
+ * package is the one after the path's last `node_modules/`. A copied package without a license
+ * file, or bundles that name no package at all, fail the build rather than ship without notices.
+ * (`npm run build -- --watch` rebuilds without it; `npm run build` writes it.)
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 const dist = join(root, 'dist');
-const COPIED_MODULE = /^\/\/ node_modules\/((?:@[^/\n]+\/)?[^/\n]+)\//gm;
+/** esbuild's heading of a copied module: its path from where the build ran. */
+const COPIED_MODULE = /^\/\/ (\S*node_modules\/\S+)$/gm;
+/** The package a path is in: after its last `node_modules/` (nested, pnpm's `.pnpm/...` store). */
+const PACKAGE_IN_PATH = /^(.*node_modules\/((?:@[^/]+\/)?[^/]+))\//;
+const LICENSE_FILE = /^(licen[cs]e|copying)([.-][\w.-]*)?$/i;
 
 /** Every `.js`/`.cjs` file under `dir`. */
 function bundles(dir) {
@@ -24,26 +30,32 @@ function bundles(dir) {
   });
 }
 
-/** Package name -> the bundles that carry its code. */
-const carriers = new Map();
+/** Package directory (from the repository root) -> its name and the bundles that carry its code. */
+const packages = new Map();
 for (const bundle of bundles(dist)) {
-  for (const [, name] of readFileSync(bundle, 'utf8').matchAll(COPIED_MODULE)) {
-    const files = carriers.get(name) ?? new Set();
-    files.add(relative(dist, bundle));
-    carriers.set(name, files);
+  for (const [, path] of readFileSync(bundle, 'utf8').matchAll(COPIED_MODULE)) {
+    const found = PACKAGE_IN_PATH.exec(path);
+    if (found === null) throw new Error(`${relative(root, bundle)} carries ${path}, whose package cannot be told`);
+    const [, dir, name] = found;
+    const entry = packages.get(dir) ?? { name, carriers: new Set() };
+    entry.carriers.add(relative(dist, bundle));
+    packages.set(dir, entry);
   }
 }
+// The delivery worker always carries its dependencies: none found means esbuild's headings changed.
+if (packages.size === 0) throw new Error('no copied package found in dist/: the bundles no longer say which modules they carry');
 
-const sections = [...carriers.keys()].sort().map((name) => {
-  const dir = join(root, 'node_modules', name);
-  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
-  const licenseFile = readdirSync(dir).find((file) => /^licen[cs]e(\.(md|txt))?$/i.test(file));
-  if (licenseFile === undefined) {
-    throw new Error(`${name} is copied into ${[...carriers.get(name)].join(', ')} but has no license file to ship with it`);
-  }
-  const text = readFileSync(join(dir, licenseFile), 'utf8').trim();
-  return `${name} ${manifest.version} (${manifest.license}), in ${[...carriers.get(name)].sort().join(', ')}\n\n${text}\n`;
-});
+const sections = [...packages.entries()]
+  .sort(([, a], [, b]) => a.name.localeCompare(b.name))
+  .map(([dir, { name, carriers }]) => {
+    const directory = join(root, dir);
+    const manifest = JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8'));
+    const license = manifest.license ?? manifest.licenses?.map((entry) => entry.type ?? entry).join(' OR ') ?? 'no license field';
+    const files = readdirSync(directory).filter((file) => LICENSE_FILE.test(file));
+    if (files.length === 0) throw new Error(`${name} is copied into ${[...carriers].join(', ')} but has no license file to ship with it`);
+    const texts = files.map((file) => readFileSync(join(directory, file), 'utf8').trim());
+    return `${name} ${manifest.version} (${license}), in ${[...carriers].sort().join(', ')}\n\n${texts.join('\n\n')}\n`;
+  });
 
 const header = 'Third-party code copied into these bundles, and its licenses.\n';
 writeFileSync(join(dist, 'THIRD_PARTY_LICENSES.txt'), [header, ...sections].join(`\n${'-'.repeat(78)}\n\n`));

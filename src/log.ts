@@ -48,6 +48,15 @@ export function hasDiagLogger(): boolean {
 /** Read once: undefined until then, null when it could not be read. */
 let ownVersion: string | null | undefined;
 
+/**
+ * For code that carries its own copy of `@opentelemetry/api` (the delivery worker's bundle), which
+ * is the copy that registers `diag` there: the package on disk is another one, whose version says
+ * nothing about the slot, so a registered logger is taken as reached.
+ */
+export function apiIsBundled(): void {
+  ownVersion = null;
+}
+
 /** The version of the `@opentelemetry/api` callbridge imports; undefined when it cannot be read (a bundle). */
 function ownApiVersion(): string | undefined {
   if (ownVersion === undefined) ownVersion = readOwnApiVersion() ?? null;

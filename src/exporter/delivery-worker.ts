@@ -4,7 +4,8 @@
  * delivery, so every guarantee of SPEC §4 holds unchanged; this file only connects them to the
  * message port of `worker-protocol.ts`.
  *
- * Built as its own entry (`dist/export-worker.js` / `.cjs`) and started by `WorkerDelivery`.
+ * Built as its own entry (`dist/export-worker.js` / `.cjs`), its dependencies included, and started
+ * by `WorkerDelivery` without the application's preloads (`worker-start-options.ts`).
  * No OpenTelemetry SDK runs here, so the worker's own HTTP requests are never traced; its `diag`
  * lines are forwarded to the application's `diag` logger.
  */
@@ -12,6 +13,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { diag, DiagLogLevel, type DiagLogger } from '@opentelemetry/api';
 import { createBatcher } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
+import { apiIsBundled } from '../log.js';
 import type { SpanInput } from '../mapping/index.js';
 import { createSpanCodec } from './span-codec.js';
 import { decodeSpan } from './span-transfer.js';
@@ -23,6 +25,8 @@ if (port === null) throw new Error('callbridge: export-worker must be started as
 
 const { options, statsIntervalMs, reports, reported } = workerData as DeliveryWorkerData;
 
+// This bundle's API copy registers the forwarding logger: never compare it with the one on disk.
+apiIsBundled();
 diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
 lowerThisThreadPriority();
 

@@ -21,16 +21,16 @@
  *   `span.end()`, but in the event loop's own turns, never inside `span.end()`.
  * - Start-up: the worker starts with the first span and takes ~110 ms to load in a fresh process
  *   on an idle core here (first span delivered 139-151 ms after `register()`, against 33-35 ms on
- *   the main thread; ~165 ms before the worker was one self-contained file), longer while the
- *   application keeps the cores busy; spans wait here until it reports `ready` (a flush meanwhile
- *   waits for it). The exit flush (`settleForExit`) and a shutdown do not wait: they deliver what
+ *   the main thread, and 192-212 ms before the worker was one self-contained file), longer while
+ *   the application keeps the cores busy; spans wait here until it reports `ready` (a flush
+ *   meanwhile waits for it). The exit flush (`settleForExit`) and a shutdown do not wait: they deliver what
  *   waits on this thread, so a short script ends as soon as on the main thread instead of
  *   ~240 ms later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or a shutdown waits for it (a flush
- *   for `shutdownTimeoutMs`, and after that while the worker has a request on the wire), so it
- *   keeps the process alive about as long as main-thread delivery would, whose requests hold the
- *   process and whose backoffs do not (`#refWhileWaited`).
+ *   for `shutdownTimeoutMs`, and after that while the worker delivers rather than waits out a
+ *   backoff), so it keeps the process alive about as long as main-thread delivery would, whose
+ *   requests and batch building hold the process and whose backoffs do not (`#refWhileWaited`).
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
@@ -42,6 +42,7 @@ import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
 import { encodeSpan, toCloneable } from './span-transfer.js';
 import type { DeliveryWorkerData, FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
+import { inheritedStartOptions, startWorker, type InheritedStartOptions } from './worker-start-options.js';
 
 /**
  * Spans per message. A message is copied in one piece (the structured clone), so its size is how
@@ -199,7 +200,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #holding = new Map<number, ReturnType<typeof setTimeout> | undefined>();
   /**
    * Flushes still waiting after their `shutdownTimeoutMs` hold ended: they keep the process alive
-   * only while the worker has a request on the wire (see `#refWhileWaited`).
+   * only while the worker delivers, not while it waits out a backoff (see `#refWhileWaited`).
    */
   readonly #lapsed = new Set<number>();
   #nextRequestId = 0;
@@ -564,16 +565,18 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   /**
    * Keep the process alive while a flush or shutdown waits for the worker; otherwise never. On
-   * this thread a request on the wire keeps the process alive and a backoff does not; the worker's
-   * requests cannot, so the wait stands in for them. A flush holds for `shutdownTimeoutMs`, and
-   * after that only while the worker reports a request on the wire: a service that stays down
-   * does not hold the process for the retries' whole `maxRetryMs` (the exit flush then counts
-   * what is left when the process ends), and a slow one is not cut off mid-answer, which would
-   * leave the exit flush to drop what it was delivering.
+   * this thread a request on the wire, and the building of the next batch, keep the process alive
+   * and a backoff does not; the worker's cannot, so the wait stands in for them. A flush holds for
+   * `shutdownTimeoutMs`, and after that only while the worker delivers: while it has a request on
+   * the wire, or its service is not failing (between one batch's answer and the next request). So
+   * a service that stays down does not hold the process for the retries' whole `maxRetryMs` (the
+   * exit flush then counts what is left when the process ends), and a slow one is not cut off in
+   * the middle of a flush, which would leave the exit flush to drop what it was delivering.
    */
   #refWhileWaited(): void {
     if (this.#worker === undefined) return;
-    const waited = this.#holding.size > 0 || this.#readyWaiters.length > 0 || (this.#lapsed.size > 0 && this.#remoteSending);
+    const delivering = this.#remoteSending || !this.#remoteRetrying;
+    const waited = this.#holding.size > 0 || this.#readyWaiters.length > 0 || (this.#lapsed.size > 0 && delivering);
     if (waited) this.#worker.ref();
     else this.#worker.unref();
   }
@@ -609,12 +612,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   #applyReport(report: WorkerStatsReport): void {
     this.#remote = report.stats;
+    const delivering = this.#remoteSending || !this.#remoteRetrying;
     this.#remoteRetrying = report.retrying;
+    this.#remoteSending = report.sending;
     this.#remoteWaitingBytes = report.waitingBytes;
-    if (this.#remoteSending !== report.sending) {
-      this.#remoteSending = report.sending;
-      if (this.#lapsed.size > 0) this.#refWhileWaited();
-    }
+    if (this.#lapsed.size > 0 && delivering !== (report.sending || !report.retrying)) this.#refWhileWaited();
     while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
       const acknowledged = this.#inTransit.shift()!;
       this.#inTransitBytes -= acknowledged.bytes;
@@ -650,15 +652,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
           ...inherited,
           resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
         });
-      const inherited = inheritedStartOptions(process.execArgv, process.env);
-      try {
-        worker = start(inherited);
-      } catch (error) {
-        // Flags a worker given execArgv refuses (V8's, --max-old-space-size) are the whole
-        // process's and apply to it already: start it with none.
-        if (inherited.execArgv === undefined || (error as { code?: unknown }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw error;
-        worker = start({ ...inherited, execArgv: [] });
-      }
+      worker = startWorker(start, inheritedStartOptions(process.execArgv, process.env));
     } catch (error) {
       reports.close();
       this.#fallBack(`could not start: ${describeError(error)}`);
@@ -734,6 +728,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #abandonWorker(detail: string): void {
     this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight + this.#inTransitCount, detail);
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
+    this.#remoteRetrying = false;
+    this.#remoteSending = false;
     this.#remoteWaitingBytes = 0;
     this.#inTransit.length = 0;
     this.#inTransitBytes = 0;
@@ -783,88 +779,4 @@ function settledCount(stats: DeliveryStats): number {
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-/** The start options a worker takes from the application (see {@link inheritedStartOptions}). */
-export interface InheritedStartOptions {
-  readonly execArgv?: string[];
-  readonly env?: NodeJS.ProcessEnv;
-}
-
-/**
- * Flags that run code of the application's before a program: preloads (an APM agent, an
- * OpenTelemetry auto-instrumentation that starts an SDK of its own, a TypeScript loader) and
- * module hooks. The worker runs only its own bundled file, which needs none of them.
- */
-const PRELOAD_FLAGS = ['--require', '-r', '--import', '--loader', '--experimental-loader'];
-/** For code given as text (`-e`, stdin); a worker started from a file refuses to start under it. */
-const INPUT_TYPE_FLAG = '--input-type';
-const LEFT_OUT_FLAGS = [INPUT_TYPE_FLAG, ...PRELOAD_FLAGS];
-
-/**
- * What the worker inherits from the application: Node's defaults (its flags, its environment),
- * without `--input-type` and the preload flags (`PRELOAD_FLAGS`), in `execArgv` or in
- * `NODE_OPTIONS`. A preload would otherwise run again in the worker: a second APM agent or
- * OpenTelemetry SDK in the process, and a slower start. Only when a flag is left out are
- * `execArgv` or `env` given: a worker given `execArgv` explicitly refuses flags it would have
- * inherited silently (`--max-old-space-size`, V8's), which the caller then handles.
- */
-export function inheritedStartOptions(execArgv: readonly string[], env: NodeJS.ProcessEnv): InheritedStartOptions {
-  const options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {};
-  const kept = withoutLeftOutFlags(execArgv);
-  if (kept.length !== execArgv.length) options.execArgv = kept;
-  const nodeOptions = env.NODE_OPTIONS;
-  const tokens = nodeOptions === undefined ? undefined : splitNodeOptions(nodeOptions);
-  if (tokens !== undefined) {
-    const keptTokens = withoutLeftOutFlags(tokens);
-    if (keptTokens.length !== tokens.length) options.env = { ...env, NODE_OPTIONS: joinNodeOptions(keptTokens) };
-  }
-  return options;
-}
-
-/** `args` without the left-out flags, in both spellings (`--flag value`, `--flag=value`). */
-function withoutLeftOutFlags(args: readonly string[]): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    if (LEFT_OUT_FLAGS.includes(arg)) i++; // its value is the next argument
-    else if (!LEFT_OUT_FLAGS.some((flag) => arg.startsWith(`${flag}=`))) kept.push(arg);
-  }
-  return kept;
-}
-
-/**
- * `NODE_OPTIONS` split as Node splits it: at spaces outside double quotes; inside them a
- * backslash escapes the next character, and quotes alone make no argument. Undefined for an
- * unterminated quote, which Node refuses itself (the value is then left as it is).
- */
-export function splitNodeOptions(text: string): string[] | undefined {
-  const tokens: string[] = [];
-  let token = '';
-  let started = false;
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const char = text[i]!;
-    if (quoted && char === '\\' && i + 1 < text.length) {
-      token += text[++i];
-      started = true;
-    } else if (char === '"') {
-      quoted = !quoted;
-    } else if (char === ' ' && !quoted) {
-      if (started) tokens.push(token);
-      token = '';
-      started = false;
-    } else {
-      token += char;
-      started = true;
-    }
-  }
-  if (quoted) return undefined;
-  if (started) tokens.push(token);
-  return tokens;
-}
-
-/** The inverse of {@link splitNodeOptions}: tokens with a space, quote or backslash are quoted. */
-function joinNodeOptions(tokens: readonly string[]): string {
-  return tokens.map((token) => (/[ "\\]/.test(token) ? `"${token.replace(/["\\]/g, '\\$&')}"` : token)).join(' ');
 }

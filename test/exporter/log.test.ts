@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { format } from 'node:util';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { apiAccepts, createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
+import { apiAccepts, apiIsBundled, createLog, hasDiagLogger, MAX_PRINTED_CHARS } from '../../src/log.js';
 import { killSpawned } from '../helpers/node-process.js';
 import { runPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -134,6 +134,25 @@ describe('createLog', () => {
     };
     diag.setLogger({ error: throwing, warn: throwing, info: throwing, debug() {}, verbose() {} }, DiagLogLevel.INFO);
     expect(() => createLog('warn').error('callbridge: refused')).not.toThrow();
+  });
+
+  // Module state: apiIsBundled() stays in force for the rest of this file, so it comes last here
+  // (the scripts below run in processes of their own).
+  it('takes a registered logger as reached once told the API is bundled (the delivery worker), whatever the slot says', () => {
+    const slotKey = Symbol.for('opentelemetry.js.api.1');
+    const globals = globalThis as unknown as Record<symbol, unknown>;
+    const realSlot = globals[slotKey];
+    const logger = { error() {}, warn() {}, info() {}, debug() {}, verbose() {} };
+    try {
+      globals[slotKey] = { version: '1.0.0', diag: logger };
+      expect(hasDiagLogger()).toBe(false);
+      apiIsBundled();
+      expect(hasDiagLogger()).toBe(true);
+      globals[slotKey] = { version: '1.0.0' };
+      expect(hasDiagLogger()).toBe(false);
+    } finally {
+      globals[slotKey] = realSlot;
+    }
   });
 });
 
@@ -264,6 +283,12 @@ console.log(JSON.stringify(tracing.exporter.stats()));
   const preloads: Array<{ name: string; flags: string[]; env?: (preload: string) => Record<string, string> }> = [
     { name: '--require and --import', flags: ['--require', PRELOAD, `--import=${pathToFileURL(PRELOAD).href}`] },
     { name: 'NODE_OPTIONS, a quoted path with a space', flags: [], env: (preload) => ({ NODE_OPTIONS: `--enable-source-maps --require "${preload}"` }) },
+    // Flags of the whole process, which a worker given its flags refuses: left out, as they apply anyway.
+    {
+      name: 'with flags a worker refuses, in NODE_OPTIONS and on the command line',
+      flags: ['--stack-size=900', '-r', PRELOAD],
+      env: (preload) => ({ NODE_OPTIONS: `--require "${preload}" --use-openssl-ca --title callbridge-test --max-old-space-size=512` }),
+    },
   ];
   for (const { name, flags, env } of preloads) {
     it(`runs the application's preloads on its thread only (${name})`, async () => {

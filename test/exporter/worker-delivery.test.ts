@@ -18,7 +18,7 @@ import { createBatcher } from '../../src/batcher/index.js';
 import { createTransport } from '../../src/client/transport.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { createSpanCodec } from '../../src/exporter/span-codec.js';
-import { inheritedStartOptions, splitNodeOptions, WorkerDelivery } from '../../src/exporter/worker-delivery.js';
+import { WorkerDelivery } from '../../src/exporter/worker-delivery.js';
 import { findWorkerScript } from '../../src/exporter/worker-script.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { resolveExporterOptions, type ExporterOptions } from '../../src/options.js';
@@ -416,38 +416,5 @@ describe('the worker script', () => {
     const child = spawnNode(['--input-type=module', '-e', probe], { NODE_PATH: '' });
     await child.exited();
     expect(child.stdout().trim()).toBe('callbridge: export-worker must be started as a worker thread');
-  });
-});
-
-describe('inheritedStartOptions', () => {
-  it("leaves the worker Node's defaults unless --input-type or a preload is in the flags or NODE_OPTIONS", () => {
-    const env = { NODE_OPTIONS: '--max-old-space-size=512', HOME: '/home/dev' };
-    expect(inheritedStartOptions(['--max-old-space-size=4096', '--expose-gc', '--enable-source-maps'], env)).toEqual({});
-  });
-
-  it('drops the preloads, in every spelling, from the flags and from NODE_OPTIONS', () => {
-    const flags = ['-r', 'dd-trace/init', '--expose-gc', '--require=./otel.cjs', '--import', 'tsx', '--import=@sentry/node/preload'];
-    const more = ['--loader', 'ts-node/esm', '--experimental-loader=./hooks.mjs', '--enable-source-maps'];
-    expect(inheritedStartOptions([...flags, ...more], {})).toEqual({ execArgv: ['--expose-gc', '--enable-source-maps'] });
-    const env = { NODE_OPTIONS: '--require @opentelemetry/auto-instrumentations-node/register --max-old-space-size=512 --import=tsx' };
-    expect(inheritedStartOptions([], env)).toEqual({ env: { NODE_OPTIONS: '--max-old-space-size=512' } });
-  });
-
-  it('reads NODE_OPTIONS as Node does: quoted values, with backslash escapes, and writes back what it keeps', () => {
-    const env = { NODE_OPTIONS: '--require "/srv/my app/agent.cjs"  --title "a \\"quoted\\" \\\\ name" --enable-source-maps' };
-    expect(splitNodeOptions(env.NODE_OPTIONS)).toEqual(['--require', '/srv/my app/agent.cjs', '--title', 'a "quoted" \\ name', '--enable-source-maps']);
-    const kept = inheritedStartOptions([], env).env?.NODE_OPTIONS;
-    expect(kept).toBe('--title "a \\"quoted\\" \\\\ name" --enable-source-maps');
-    expect(splitNodeOptions(kept!)).toEqual(['--title', 'a "quoted" \\ name', '--enable-source-maps']);
-    // Quotes alone make no argument; an unterminated quote (which Node refuses) is left as it is.
-    expect(splitNodeOptions('"" --expose-gc "" "\\""')).toEqual(['--expose-gc', '"']);
-    expect(inheritedStartOptions([], { NODE_OPTIONS: '--require "agent.cjs' })).toEqual({});
-  });
-
-  it('drops --input-type, in both spellings, from the flags and from NODE_OPTIONS', () => {
-    expect(inheritedStartOptions(['--input-type=module', '-e', 'code'], {})).toEqual({ execArgv: ['-e', 'code'] });
-    expect(inheritedStartOptions(['--input-type', 'commonjs', '--enable-source-maps'], {})).toEqual({ execArgv: ['--enable-source-maps'] });
-    const env = { NODE_OPTIONS: '--enable-source-maps --input-type=module --input-type commonjs', HOME: '/home/dev' };
-    expect(inheritedStartOptions([], env)).toEqual({ env: { NODE_OPTIONS: '--enable-source-maps', HOME: '/home/dev' } });
   });
 });

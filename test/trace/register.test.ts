@@ -270,6 +270,40 @@ console.log(JSON.stringify(tracing.exporter.stats()));
     },
   );
 
+  // A plain exporter has no SDK flush timer to keep the process alive: only its own flush does.
+  // On the worker thread that hold used to end between two requests once shutdownTimeoutMs had
+  // passed, and the exit flush dropped the batches not yet sent.
+  it.each(['main', 'worker'])(
+    "lets an exporter's forceFlush() deliver batch after batch from a service slower than shutdownTimeoutMs (%s thread)",
+    async (thread) => {
+      const slow = await startFaultProxy({ upstream: server.url, script: () => ({ kind: 'slow', delayMs: 300 }) });
+      try {
+        const project = `acme/slow-batches-${thread}`;
+        const run = await runScript(
+          `slow-batches-${thread}.mjs`,
+          `
+const { createRequire } = await import('node:module');
+const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+// 500 spans per request, one request at a time: four requests of 300 ms against a 500 ms hold,
+// each batch built (a few ms) after the answer to the one before.
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, concurrency: 1, deliveryThread: '${thread}' });
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('slow');
+for (let i = 0; i < 2000; i++) tracer.startSpan('step', { attributes: { 'input.value': JSON.stringify({ question: 'q'.repeat(200), i }) } }).end();
+await exporter.forceFlush();
+console.log(JSON.stringify(exporter.stats()));
+`,
+          slow.url,
+        );
+        expect(run.code).toBe(0);
+        expect(lastLine(run.output)).toMatchObject({ delivered: 2000, batchesSent: 4, queued: 0, inFlight: 0, dropped: { shutdown: 0 } });
+        expect(await queryCalls(project)).toHaveLength(2000);
+      } finally {
+        await slow.close();
+      }
+    },
+  );
+
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
     await withUnavailableService(async (url) => {
       const run = await runScript(
