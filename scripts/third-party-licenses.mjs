@@ -50,7 +50,9 @@ const sections = [...packages.entries()]
   .map(([dir, { name, carriers }]) => {
     const directory = join(root, dir);
     const manifest = JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8'));
-    const license = manifest.license ?? manifest.licenses?.map((entry) => entry.type ?? entry).join(' OR ') ?? 'no license field';
+    // `license` is a string today; older manifests have `{ type }` or a `licenses` list of them.
+    const licenses = manifest.license !== undefined ? [manifest.license] : (manifest.licenses ?? []);
+    const license = licenses.map((entry) => (typeof entry === 'string' ? entry : entry.type)).join(' OR ') || 'no license field';
     const files = readdirSync(directory).filter((file) => LICENSE_FILE.test(file));
     if (files.length === 0) throw new Error(`${name} is copied into ${[...carriers].join(', ')} but has no license file to ship with it`);
     const texts = files.map((file) => readFileSync(join(directory, file), 'utf8').trim());

@@ -66,11 +66,10 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
    */
   readonly onBatchSettled?: () => void;
   /**
-   * Called when a request goes on the wire and when its answer (or failure) is in, so that
-   * `isSending()` has changed or may have. The delivery worker reports it: while a flush waits,
-   * the application's thread holds the process for a request on the wire, not for a backoff.
+   * Called when `isDelivering()` has changed. The delivery worker reports it: a flush that waits
+   * holds the application's process while the worker delivers, not while it waits out a backoff.
    */
-  readonly onSendingChanged?: () => void;
+  readonly onDeliveringChanged?: () => void;
 }
 
 /** The batcher as the exporter sees it. */
@@ -96,10 +95,11 @@ export interface Batcher<T> {
    */
   isRetrying(): boolean;
   /**
-   * A request is on the wire now (sent, its answer not yet in). A batch waiting out a backoff is
-   * in flight (`stats().inFlight`) but not being sent.
+   * A batch is being built, sent or answered now: delivery is under way, as opposed to idle or
+   * only waiting out backoffs (a batch in its backoff is in flight, `stats().inFlight`, but not
+   * being delivered).
    */
-  isSending(): boolean;
+  isDelivering(): boolean;
   /**
    * Bytes of records not yet in a request (queued, not in flight): what back-pressure measures
    * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
@@ -264,9 +264,12 @@ class QueueBatcher<T> implements Batcher<T> {
   #pendingBytes = 0;
   #heldBytes = 0;
   #inFlight = 0;
-  /** Requests sent whose answer is not yet in. */
-  #requestsOnWire = 0;
   readonly #inFlightBatches = new Set<Array<Entry<T>>>();
+  /** Batches of `#inFlightBatches` waiting out a backoff. */
+  #backingOff = 0;
+  /** What `onDeliveringChanged` was last told; how many times delivery stopped since (see `#noteDelivering`). */
+  #toldDelivering = false;
+  #deliveryStops = 0;
 
   #seq = 0;
   #mode: Mode = 'upsert';
@@ -379,8 +382,31 @@ class QueueBatcher<T> implements Batcher<T> {
     return this.#lastRetryReason !== undefined;
   }
 
-  isSending(): boolean {
-    return this.#requestsOnWire > 0;
+  isDelivering(): boolean {
+    return this.#inFlightBatches.size > this.#backingOff;
+  }
+
+  /**
+   * Tell `onDeliveringChanged` when `isDelivering()` changed. A stop is told a turn later, and only
+   * if delivery has not restarted and stopped again since: between one batch's answer and the next
+   * batch (its send task already scheduled) lies a turn at most, and a report of "not delivering"
+   * from that gap would let a waiting application's process go in the middle of a flush.
+   */
+  #noteDelivering(): void {
+    if (this.#options.onDeliveringChanged === undefined) return;
+    if (this.isDelivering()) {
+      if (!this.#toldDelivering) this.#tellDelivering(true);
+    } else if (this.#toldDelivering) {
+      const stop = ++this.#deliveryStops;
+      setImmediate(() => {
+        if (stop === this.#deliveryStops && !this.isDelivering()) this.#tellDelivering(false);
+      });
+    }
+  }
+
+  #tellDelivering(delivering: boolean): void {
+    this.#toldDelivering = delivering;
+    this.#options.onDeliveringChanged?.();
   }
 
   waitingBytes(): number {
@@ -484,6 +510,7 @@ class QueueBatcher<T> implements Batcher<T> {
     // Registered before it fills: a shutdown timeout during the build settles what was taken.
     const batch: Array<Entry<T>> = [];
     this.#inFlightBatches.add(batch);
+    this.#noteDelivering();
     try {
       this.#building = true;
       try {
@@ -499,6 +526,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#settle(batch, 'rejected', `internal error: ${describeError(error)}`);
     } finally {
       this.#inFlightBatches.delete(batch);
+      this.#noteDelivering();
     }
   }
 
@@ -728,7 +756,7 @@ class QueueBatcher<T> implements Batcher<T> {
             return this.#settle(batch, 'retries_exhausted', outcome.reason);
           }
           this.#retried += 1;
-          await this.#sleep(delay);
+          await this.#backOff(delay);
           continue;
         }
         case 'split': {
@@ -802,8 +830,6 @@ class QueueBatcher<T> implements Batcher<T> {
   async #post(mode: Mode, body: Uint8Array): Promise<SendOutcome> {
     const path = this.#pathOf(mode);
     const signal = this.#abort.signal;
-    this.#requestsOnWire += 1;
-    this.#options.onSendingChanged?.();
     try {
       // Our own requests must not become spans (SPEC §4.12), e.g. under an undici/http instrumentation.
       return await context.with(suppressTracing(context.active()), () =>
@@ -813,9 +839,6 @@ class QueueBatcher<T> implements Batcher<T> {
     } catch (error) {
       // The transport promises never to throw; if it does anyway, treat it like a network error.
       return { kind: 'retry', reason: `transport error: ${describeError(error)}` };
-    } finally {
-      this.#requestsOnWire -= 1;
-      this.#options.onSendingChanged?.();
     }
   }
 
@@ -884,6 +907,18 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 
   /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
+  /** Wait out one batch's backoff, counted in `#backingOff`. */
+  async #backOff(ms: number): Promise<void> {
+    this.#backingOff += 1;
+    this.#noteDelivering();
+    try {
+      await this.#sleep(ms);
+    } finally {
+      this.#backingOff -= 1;
+      this.#noteDelivering();
+    }
+  }
+
   #sleep(ms: number): Promise<void> {
     const signal = this.#abort.signal;
     if (signal.aborted) return Promise.resolve();

@@ -39,8 +39,8 @@ const batcher = createBatcher<SpanInput>({
   codec: createSpanCodec(options.projectId),
   // Room under maxQueueBytes was just freed: an application thread waiting for it learns at once.
   onBatchSettled: report,
-  // A flush waiting on the application's thread holds the process while a request is on the wire.
-  onSendingChanged: report,
+  // A flush waiting on the application's thread holds the process while this worker delivers.
+  onDeliveringChanged: report,
 });
 
 let ackSeq = 0;
@@ -90,7 +90,7 @@ function currentReport(): WorkerStatsReport {
     ackSeq,
     stats: batcher.stats(),
     retrying: batcher.isRetrying(),
-    sending: batcher.isSending(),
+    delivering: batcher.isDelivering(),
     waitingBytes: batcher.waitingBytes(),
   };
 }
@@ -101,9 +101,9 @@ function post(message: FromWorker): void {
   Atomics.notify(reported, 0);
 }
 
-function reportSignature({ ackSeq, stats, retrying, sending, waitingBytes }: WorkerStatsReport): string {
+function reportSignature({ ackSeq, stats, retrying, delivering, waitingBytes }: WorkerStatsReport): string {
   const d = stats.dropped;
-  return `${ackSeq} ${retrying} ${sending} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+  return `${ackSeq} ${retrying} ${delivering} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
 }
 
 function forwardingLogger(): DiagLogger {

@@ -28,8 +28,8 @@
  *   ~240 ms later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or a shutdown waits for it (a flush
- *   for `shutdownTimeoutMs`, and after that while the worker delivers rather than waits out a
- *   backoff), so it keeps the process alive about as long as main-thread delivery would, whose
+ *   for `shutdownTimeoutMs`, and after that while the worker delivers rather than only waits out
+ *   backoffs), so it keeps the process alive about as long as main-thread delivery would, whose
  *   requests and batch building hold the process and whose backoffs do not (`#refWhileWaited`).
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
@@ -185,8 +185,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #remote: DeliveryStats = NOTHING_YET;
   /** Whether the worker's batcher was retrying when it last reported. */
   #remoteRetrying = false;
-  /** Whether the worker had a request on the wire when it last reported. */
-  #remoteSending = false;
+  /** Whether the worker was delivering (`Batcher.isDelivering`) when it last reported. */
+  #remoteDelivering = false;
   /** The worker's `waitingBytes` as last reported. */
   #remoteWaitingBytes = 0;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
@@ -200,7 +200,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   readonly #holding = new Map<number, ReturnType<typeof setTimeout> | undefined>();
   /**
    * Flushes still waiting after their `shutdownTimeoutMs` hold ended: they keep the process alive
-   * only while the worker delivers, not while it waits out a backoff (see `#refWhileWaited`).
+   * only while the worker delivers, not while it only waits out backoffs (see `#refWhileWaited`).
    */
   readonly #lapsed = new Set<number>();
   #nextRequestId = 0;
@@ -322,8 +322,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
   }
 
-  isSending(): boolean {
-    return this.#remoteSending || (this.#here?.isSending() ?? false);
+  isDelivering(): boolean {
+    return this.#remoteDelivering || (this.#here?.isDelivering() ?? false);
   }
 
   waitingBytes(): number {
@@ -567,16 +567,15 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
    * Keep the process alive while a flush or shutdown waits for the worker; otherwise never. On
    * this thread a request on the wire, and the building of the next batch, keep the process alive
    * and a backoff does not; the worker's cannot, so the wait stands in for them. A flush holds for
-   * `shutdownTimeoutMs`, and after that only while the worker delivers: while it has a request on
-   * the wire, or its service is not failing (between one batch's answer and the next request). So
-   * a service that stays down does not hold the process for the retries' whole `maxRetryMs` (the
-   * exit flush then counts what is left when the process ends), and a slow one is not cut off in
-   * the middle of a flush, which would leave the exit flush to drop what it was delivering.
+   * `shutdownTimeoutMs`, and after that only while the worker reports that it delivers (builds,
+   * sends or awaits the answer to a batch) rather than only waits out backoffs. So a service that
+   * stays down does not hold the process for the retries' whole `maxRetryMs` (the exit flush then
+   * counts what is left when the process ends), and a slow one is not cut off in the middle of a
+   * flush, which would leave the exit flush to drop what it was delivering.
    */
   #refWhileWaited(): void {
     if (this.#worker === undefined) return;
-    const delivering = this.#remoteSending || !this.#remoteRetrying;
-    const waited = this.#holding.size > 0 || this.#readyWaiters.length > 0 || (this.#lapsed.size > 0 && delivering);
+    const waited = this.#holding.size > 0 || this.#readyWaiters.length > 0 || (this.#lapsed.size > 0 && this.#remoteDelivering);
     if (waited) this.#worker.ref();
     else this.#worker.unref();
   }
@@ -612,11 +611,12 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   #applyReport(report: WorkerStatsReport): void {
     this.#remote = report.stats;
-    const delivering = this.#remoteSending || !this.#remoteRetrying;
     this.#remoteRetrying = report.retrying;
-    this.#remoteSending = report.sending;
     this.#remoteWaitingBytes = report.waitingBytes;
-    if (this.#lapsed.size > 0 && delivering !== (report.sending || !report.retrying)) this.#refWhileWaited();
+    if (this.#remoteDelivering !== report.delivering) {
+      this.#remoteDelivering = report.delivering;
+      if (this.#lapsed.size > 0) this.#refWhileWaited();
+    }
     while (this.#inTransit.length > 0 && this.#inTransit[0]!.seq <= report.ackSeq) {
       const acknowledged = this.#inTransit.shift()!;
       this.#inTransitBytes -= acknowledged.bytes;
@@ -700,7 +700,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     const lost = this.#remote.queued + this.#remote.inFlight;
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
     this.#remoteRetrying = false;
-    this.#remoteSending = false;
+    this.#remoteDelivering = false;
     this.#remoteWaitingBytes = 0;
     if (lost > 0) this.#dropLocally('shutdown', lost, 'the delivery worker stopped');
     this.#log.error(
@@ -729,7 +729,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#dropLocally('shutdown', this.#remote.queued + this.#remote.inFlight + this.#inTransitCount, detail);
     this.#remote = { ...this.#remote, queued: 0, queuedBytes: 0, inFlight: 0 };
     this.#remoteRetrying = false;
-    this.#remoteSending = false;
+    this.#remoteDelivering = false;
     this.#remoteWaitingBytes = 0;
     this.#inTransit.length = 0;
     this.#inTransitBytes = 0;

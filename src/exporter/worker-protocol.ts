@@ -49,8 +49,8 @@ export interface WorkerStatsReport {
   readonly stats: DeliveryStats;
   /** The worker's batcher is retrying (`Batcher.isRetrying`): waiting for room would not help. */
   readonly retrying: boolean;
-  /** A request of the worker's is on the wire (`Batcher.isSending`): a backoff is not. */
-  readonly sending: boolean;
+  /** The worker's batcher is delivering (`Batcher.isDelivering`): not idle, not only in backoffs. */
+  readonly delivering: boolean;
   /** Bytes the worker's batcher holds that are not yet in a request (`Batcher.waitingBytes`). */
   readonly waitingBytes: number;
 }

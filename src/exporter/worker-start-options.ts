@@ -31,8 +31,8 @@ const REFUSED_FLAGS_MESSAGE = /invalid execArgv flags: (.+)$/;
 /**
  * What the worker takes from the application's `execArgv` and `env`: `{}` (Node's defaults) unless
  * a left-out flag is in either. Then `NODE_OPTIONS` moves into `execArgv`, ahead of the command
- * line's flags as Node reads them: there a flag the worker refuses is named with all the others
- * (in `NODE_OPTIONS` Node names only the first), so one retry can leave them out.
+ * line's flags as Node reads them: a flag the worker refuses there is named in the error, several
+ * at a time (in `NODE_OPTIONS` Node names only the first), so `startWorker` can leave them out.
  */
 export function inheritedStartOptions(execArgv: readonly string[], env: NodeJS.ProcessEnv): InheritedStartOptions {
   // An unterminated quote reads as no flags: Node refused to start with it, so it is not reached.

@@ -324,30 +324,52 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     expect(settledAt.at(-1)?.queuedBytes).toBe(0);
   });
 
-  it('is sending while a request is on the wire, not during its backoff, and says when that changes', async () => {
-    const answers = [deferred<SendOutcome>(), deferred<SendOutcome>()];
+  it('is delivering while a batch is built, sent or answered, not while the only ones left wait out a backoff', async () => {
+    const answers = [deferred<SendOutcome>(), deferred<SendOutcome>(), deferred<SendOutcome>()];
     const transport = new FakeTransport((_request, index) => answers[index]!.promise);
-    const changes: boolean[] = [];
+    const told: boolean[] = [];
+    // One span per batch (a span is two items), two batches at a time.
     batcher = createBatcher({
-      ...batcherOptions(transport, countingCodec(), {}),
-      onSendingChanged: () => changes.push(batcher!.isSending()),
+      ...batcherOptions(transport, countingCodec(), { maxBatchItems: 2, concurrency: 2 }),
+      onDeliveringChanged: () => told.push(batcher!.isDelivering()),
     });
-    batcher.add(record(1));
-    expect(batcher.isSending()).toBe(false);
+    addRecords(batcher, 0, 2);
+    expect(batcher.isDelivering()).toBe(false);
     const flushed = batcher.forceFlush();
     await settle();
-    expect(batcher.isSending()).toBe(true);
+    expect(transport.posted).toHaveLength(2);
+    expect(batcher.isDelivering()).toBe(true);
+    // The first waits out a backoff (250 ms: random() is 0.5) while the second is on the wire.
     answers[0]!.resolve(UNAVAILABLE);
     await settle();
-    // In its backoff (250 ms: random() is 0.5) the record is still in flight, but nothing is on the wire.
-    expect(batcher.stats()).toMatchObject({ inFlight: 1 });
-    expect(batcher.isSending()).toBe(false);
-    await settle(1000);
-    expect(batcher.isSending()).toBe(true);
+    expect(batcher.isDelivering()).toBe(true);
     answers[1]!.resolve(OK);
+    await settle();
+    // Only a backoff is left: a record in flight, nothing delivering.
+    expect(batcher.stats()).toMatchObject({ inFlight: 1, delivered: 1 });
+    expect(batcher.isDelivering()).toBe(false);
+    await settle(1000);
+    expect(transport.posted).toHaveLength(3);
+    expect(batcher.isDelivering()).toBe(true);
+    answers[2]!.resolve(OK);
     await flushed;
-    expect(batcher.isSending()).toBe(false);
-    expect(changes).toEqual([true, false, true, false]);
+    await settle();
+    expect(batcher.isDelivering()).toBe(false);
+    expect(told).toEqual([true, false, true, false]);
+  });
+
+  it('does not say it stopped delivering between one batch and the next', async () => {
+    const transport = new FakeTransport();
+    const told: boolean[] = [];
+    batcher = createBatcher({
+      ...batcherOptions(transport, countingCodec(), { maxBatchItems: 2, concurrency: 1 }),
+      onDeliveringChanged: () => told.push(batcher!.isDelivering()),
+    });
+    addRecords(batcher, 0, 5);
+    await batcher.forceFlush();
+    await settle();
+    expect(transport.posted).toHaveLength(5);
+    expect(told).toEqual([true, false]);
   });
 
   it('leaves a record it cannot write ahead for its batch, so a flush begun meanwhile still ends', async () => {

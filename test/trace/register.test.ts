@@ -304,6 +304,70 @@ console.log(JSON.stringify(exporter.stats()));
     },
   );
 
+  // The hold past shutdownTimeoutMs is for delivery, not for backoffs: with two requests at a time,
+  // one answered 503 with a 20 s Retry-After and the other delivered, only the backoff is left,
+  // and the process goes (the exit flush counts the span that waited) as on the main thread.
+  it.each(['main', 'worker'])("does not hold the process for one batch's long backoff once the rest is delivered (%s thread)", async (thread) => {
+    const limited = await startFaultProxy({
+      upstream: server.url,
+      script: ({ index }) => (index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '20' } } : { kind: 'slow', delayMs: 200 }),
+    });
+    try {
+      const run = await runScript(
+        `backoff-left-${thread}.mjs`,
+        `
+const { createRequire } = await import('node:module');
+const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: 'acme/backoff-left-${thread}', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, maxBatchItems: 10, concurrency: 2, deliveryThread: '${thread}' });
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('limited');
+for (let i = 0; i < 10; i++) tracer.startSpan('step').end();
+void exporter.forceFlush();
+process.on('exit', () => console.log(JSON.stringify(exporter.stats())));
+`,
+        limited.url,
+      );
+      expect(run.code).toBe(0);
+      expect(run.ms).toBeLessThan(10_000);
+      expect(lastLine(run.output)).toMatchObject({ delivered: 5, queued: 0, inFlight: 0, dropped: { shutdown: 5 } });
+    } finally {
+      await limited.close();
+    }
+  });
+
+  // A slow service that recovers from one failure: the report of the answer that ended the outage
+  // used to say "not sending, still retrying" for a moment, and the process went in the middle of
+  // the flush. The application's own 350 ms timer keeps both threads alive through the backoff.
+  it.each(['main', 'worker'])('lets a flush past its hold go on after a slow service recovers from a failure (%s thread)', async (thread) => {
+    const recovering = await startFaultProxy({
+      upstream: server.url,
+      script: ({ index }) => (index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 }),
+    });
+    try {
+      const project = `acme/recovering-${thread}`;
+      const run = await runScript(
+        `recovering-${thread}.mjs`,
+        `
+const { createRequire } = await import('node:module');
+const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 250, maxBatchItems: 10, concurrency: 1, deliveryThread: '${thread}' });
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('recovering');
+for (let i = 0; i < 40; i++) tracer.startSpan('step').end();
+setTimeout(() => {}, 350);
+await exporter.forceFlush();
+console.log(JSON.stringify(exporter.stats()));
+`,
+        recovering.url,
+      );
+      expect(run.code).toBe(0);
+      expect(lastLine(run.output)).toMatchObject({ delivered: 40, queued: 0, inFlight: 0, dropped: { shutdown: 0 } });
+      expect(await queryCalls(project)).toHaveLength(40);
+    } finally {
+      await recovering.close();
+    }
+  });
+
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
     await withUnavailableService(async (url) => {
       const run = await runScript(
