@@ -18,7 +18,7 @@ import { CallbridgeExporter } from '../../src/exporter/exporter.js';
 import { register } from '../../src/exporter/register.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { trace } from '../../src/trace/index.js';
-import { startFaultProxy } from '../exporter/fault-proxy.js';
+import { startFaultProxy, type FaultAction, type FaultProxyOptions, type ProxiedRequest } from '../exporter/fault-proxy.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -270,37 +270,55 @@ console.log(JSON.stringify(tracing.exporter.stats()));
     },
   );
 
-  // A plain exporter has no SDK flush timer to keep the process alive: only its own flush does.
-  // On the worker thread that hold used to end between two requests once shutdownTimeoutMs had
-  // passed, and the exit flush dropped the batches not yet sent.
-  it.each(['main', 'worker'])(
-    "lets an exporter's forceFlush() deliver batch after batch from a service slower than shutdownTimeoutMs (%s thread)",
-    async (thread) => {
-      const slow = await startFaultProxy({ upstream: server.url, script: () => ({ kind: 'slow', delayMs: 300 }) });
-      try {
-        const project = `acme/slow-batches-${thread}`;
-        const run = await runScript(
-          `slow-batches-${thread}.mjs`,
-          `
+  /** The real server behind a fault proxy that answers as `script` says, for the length of `use`. */
+  async function withScriptedService(script: FaultProxyOptions['script'], use: (url: string) => Promise<void>): Promise<void> {
+    const proxy = await startFaultProxy({ upstream: server.url, script });
+    try {
+      await use(proxy.url);
+    } finally {
+      await proxy.close();
+    }
+  }
+
+  /**
+   * A script with a plain exporter (no register(): no SDK flush timer keeps the process alive,
+   * only the exporter's own flush does) behind a SimpleSpanProcessor: `options` on top of the
+   * project and credentials, `spans` spans ended with `spanOptions` (a JS expression that may use
+   * `i`), then `end` (the script's last lines).
+   */
+  function plainExporterScript(project: string, options: Record<string, unknown>, spans: number, end: string, spanOptions = '{}'): string {
+    return `
 const { createRequire } = await import('node:module');
 const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
 const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
-// 500 spans per request, one request at a time: four requests of 300 ms against a 500 ms hold,
-// each batch built (a few ms) after the answer to the one before.
-const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, concurrency: 1, deliveryThread: '${thread}' });
-const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('slow');
-for (let i = 0; i < 2000; i++) tracer.startSpan('step', { attributes: { 'input.value': JSON.stringify({ question: 'q'.repeat(200), i }) } }).end();
-await exporter.forceFlush();
-console.log(JSON.stringify(exporter.stats()));
-`,
-          slow.url,
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: ${JSON.stringify(project)}, username: 'dev', password: 'pw', ...${JSON.stringify(options)} });
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('plain');
+for (let i = 0; i < ${spans}; i++) tracer.startSpan('step', ${spanOptions}).end();
+${end}
+`;
+  }
+
+  // On the worker thread the hold of a flush used to end between two requests once
+  // shutdownTimeoutMs had passed, and the exit flush dropped the batches not yet sent.
+  it.each(['main', 'worker'])(
+    "lets an exporter's forceFlush() deliver batch after batch from a service slower than shutdownTimeoutMs (%s thread)",
+    async (thread) => {
+      await withScriptedService(() => ({ kind: 'slow', delayMs: 300 }), async (url) => {
+        const project = `acme/slow-batches-${thread}`;
+        // 500 spans per request, one request at a time: four requests of 300 ms against a 500 ms
+        // hold, each batch built (a few ms) after the answer to the one before.
+        const script = plainExporterScript(
+          project,
+          { shutdownTimeoutMs: 500, concurrency: 1, deliveryThread: thread },
+          2000,
+          'await exporter.forceFlush();\nconsole.log(JSON.stringify(exporter.stats()));',
+          "{ attributes: { 'input.value': JSON.stringify({ question: 'q'.repeat(200), i }) } }",
         );
+        const run = await runScript(`slow-batches-${thread}.mjs`, script, url);
         expect(run.code).toBe(0);
         expect(lastLine(run.output)).toMatchObject({ delivered: 2000, batchesSent: 4, queued: 0, inFlight: 0, dropped: { shutdown: 0 } });
         expect(await queryCalls(project)).toHaveLength(2000);
-      } finally {
-        await slow.close();
-      }
+      });
     },
   );
 
@@ -308,64 +326,41 @@ console.log(JSON.stringify(exporter.stats()));
   // one answered 503 with a 20 s Retry-After and the other delivered, only the backoff is left,
   // and the process goes (the exit flush counts the span that waited) as on the main thread.
   it.each(['main', 'worker'])("does not hold the process for one batch's long backoff once the rest is delivered (%s thread)", async (thread) => {
-    const limited = await startFaultProxy({
-      upstream: server.url,
-      script: ({ index }) => (index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '20' } } : { kind: 'slow', delayMs: 200 }),
-    });
-    try {
-      const run = await runScript(
-        `backoff-left-${thread}.mjs`,
-        `
-const { createRequire } = await import('node:module');
-const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
-const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
-const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: 'acme/backoff-left-${thread}', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, maxBatchItems: 10, concurrency: 2, deliveryThread: '${thread}' });
-const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('limited');
-for (let i = 0; i < 10; i++) tracer.startSpan('step').end();
-void exporter.forceFlush();
-process.on('exit', () => console.log(JSON.stringify(exporter.stats())));
-`,
-        limited.url,
+    const firstLimited = ({ index }: ProxiedRequest): FaultAction =>
+      index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '20' } } : { kind: 'slow', delayMs: 200 };
+    await withScriptedService(firstLimited, async (url) => {
+      const script = plainExporterScript(
+        `acme/backoff-left-${thread}`,
+        { shutdownTimeoutMs: 500, maxBatchItems: 10, concurrency: 2, deliveryThread: thread },
+        10,
+        "void exporter.forceFlush();\nprocess.on('exit', () => console.log(JSON.stringify(exporter.stats())));",
       );
+      const run = await runScript(`backoff-left-${thread}.mjs`, script, url);
       expect(run.code).toBe(0);
       expect(run.ms).toBeLessThan(10_000);
       expect(lastLine(run.output)).toMatchObject({ delivered: 5, queued: 0, inFlight: 0, dropped: { shutdown: 5 } });
-    } finally {
-      await limited.close();
-    }
+    });
   });
 
   // A slow service that recovers from one failure: the report of the answer that ended the outage
   // used to say "not sending, still retrying" for a moment, and the process went in the middle of
   // the flush. The application's own 350 ms timer keeps both threads alive through the backoff.
   it.each(['main', 'worker'])('lets a flush past its hold go on after a slow service recovers from a failure (%s thread)', async (thread) => {
-    const recovering = await startFaultProxy({
-      upstream: server.url,
-      script: ({ index }) => (index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 }),
-    });
-    try {
+    const firstFails = ({ index }: ProxiedRequest): FaultAction =>
+      index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 };
+    await withScriptedService(firstFails, async (url) => {
       const project = `acme/recovering-${thread}`;
-      const run = await runScript(
-        `recovering-${thread}.mjs`,
-        `
-const { createRequire } = await import('node:module');
-const { BasicTracerProvider, SimpleSpanProcessor } = createRequire(process.env.CALLBRIDGE_ENTRY)('@opentelemetry/sdk-trace-base');
-const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
-const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 250, maxBatchItems: 10, concurrency: 1, deliveryThread: '${thread}' });
-const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('recovering');
-for (let i = 0; i < 40; i++) tracer.startSpan('step').end();
-setTimeout(() => {}, 350);
-await exporter.forceFlush();
-console.log(JSON.stringify(exporter.stats()));
-`,
-        recovering.url,
+      const script = plainExporterScript(
+        project,
+        { shutdownTimeoutMs: 250, maxBatchItems: 10, concurrency: 1, deliveryThread: thread },
+        40,
+        'setTimeout(() => {}, 350);\nawait exporter.forceFlush();\nconsole.log(JSON.stringify(exporter.stats()));',
       );
+      const run = await runScript(`recovering-${thread}.mjs`, script, url);
       expect(run.code).toBe(0);
       expect(lastLine(run.output)).toMatchObject({ delivered: 40, queued: 0, inFlight: 0, dropped: { shutdown: 0 } });
       expect(await queryCalls(project)).toHaveLength(40);
-    } finally {
-      await recovering.close();
-    }
+    });
   });
 
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
