@@ -66,10 +66,12 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
    */
   readonly onBatchSettled?: () => void;
   /**
-   * Called when `isDelivering()` has changed. The delivery worker reports it: a flush that waits
-   * holds the application's process while the worker delivers, not while it waits out a backoff.
+   * Called with `isDelivering()` when it has changed; a stop a turn late (see `#noteDelivering`).
+   * The delivery worker reports what this says, never `isDelivering()` read at another moment: a
+   * flush that waits holds the application's process while the worker delivers, not while it
+   * waits out a backoff, and a read between two batches would say it stopped.
    */
-  readonly onDeliveringChanged?: () => void;
+  readonly onDeliveringChanged?: (delivering: boolean) => void;
 }
 
 /** The batcher as the exporter sees it. */
@@ -406,7 +408,7 @@ class QueueBatcher<T> implements Batcher<T> {
 
   #tellDelivering(delivering: boolean): void {
     this.#toldDelivering = delivering;
-    this.#options.onDeliveringChanged?.();
+    this.#options.onDeliveringChanged?.(delivering);
   }
 
   waitingBytes(): number {
@@ -906,7 +908,6 @@ class QueueBatcher<T> implements Batcher<T> {
     return reason === undefined ? 'the shutdown timeout passed' : `the shutdown timeout passed while retrying (last failure: ${reason})`;
   }
 
-  /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
   /** Wait out one batch's backoff, counted in `#backingOff`. */
   async #backOff(ms: number): Promise<void> {
     this.#backingOff += 1;
@@ -919,6 +920,7 @@ class QueueBatcher<T> implements Batcher<T> {
     }
   }
 
+  /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
   #sleep(ms: number): Promise<void> {
     const signal = this.#abort.signal;
     if (signal.aborted) return Promise.resolve();

@@ -30,6 +30,9 @@ apiIsBundled();
 diag.setLogger(forwardingLogger(), DiagLogLevel.ALL);
 lowerThisThreadPriority();
 
+/** Whether the batcher delivers, as it last said (`onDeliveringChanged`): what every report carries. */
+let delivering = false;
+
 const batcher = createBatcher<SpanInput>({
   ...options,
   // Back-pressure is the application thread's to apply (it waits for this worker's reports); here
@@ -40,7 +43,10 @@ const batcher = createBatcher<SpanInput>({
   // Room under maxQueueBytes was just freed: an application thread waiting for it learns at once.
   onBatchSettled: report,
   // A flush waiting on the application's thread holds the process while this worker delivers.
-  onDeliveringChanged: report,
+  onDeliveringChanged: (now) => {
+    delivering = now;
+    report();
+  },
 });
 
 let ackSeq = 0;
@@ -90,7 +96,7 @@ function currentReport(): WorkerStatsReport {
     ackSeq,
     stats: batcher.stats(),
     retrying: batcher.isRetrying(),
-    delivering: batcher.isDelivering(),
+    delivering,
     waitingBytes: batcher.waitingBytes(),
   };
 }

@@ -23,9 +23,9 @@
  *   on an idle core here (first span delivered 139-151 ms after `register()`, against 33-35 ms on
  *   the main thread, and 192-212 ms before the worker was one self-contained file), longer while
  *   the application keeps the cores busy; spans wait here until it reports `ready` (a flush
- *   meanwhile waits for it). The exit flush (`settleForExit`) and a shutdown do not wait: they deliver what
- *   waits on this thread, so a short script ends as soon as on the main thread instead of
- *   ~240 ms later. A worker never ready counts as one that cannot start.
+ *   meanwhile waits for it). The exit flush (`settleForExit`) and a shutdown do not wait: they
+ *   deliver what waits on this thread, so a short script ends as soon as on the main thread
+ *   instead of ~240 ms later. A worker never ready counts as one that cannot start.
  * - `forceFlush()`: the message port keeps order, so a flush posted after the spans covers them.
  * - Exit: the worker is unref'd and only ref'd while a flush or a shutdown waits for it (a flush
  *   for `shutdownTimeoutMs`, and after that while the worker delivers rather than only waits out
@@ -548,6 +548,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
           ? setTimeout(() => {
               this.#holding.delete(id);
               this.#lapsed.add(id);
+              // Whether the worker delivers, as of now: a report may wait in the channel.
+              this.#readReports();
               this.#refWhileWaited();
             }, this.#options.shutdownTimeoutMs).unref()
           : undefined;

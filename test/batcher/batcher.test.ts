@@ -331,7 +331,7 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     // One span per batch (a span is two items), two batches at a time.
     batcher = createBatcher({
       ...batcherOptions(transport, countingCodec(), { maxBatchItems: 2, concurrency: 2 }),
-      onDeliveringChanged: () => told.push(batcher!.isDelivering()),
+      onDeliveringChanged: (delivering) => told.push(delivering),
     });
     addRecords(batcher, 0, 2);
     expect(batcher.isDelivering()).toBe(false);
@@ -363,7 +363,7 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     const told: boolean[] = [];
     batcher = createBatcher({
       ...batcherOptions(transport, countingCodec(), { maxBatchItems: 2, concurrency: 1 }),
-      onDeliveringChanged: () => told.push(batcher!.isDelivering()),
+      onDeliveringChanged: (delivering) => told.push(delivering),
     });
     addRecords(batcher, 0, 5);
     await batcher.forceFlush();

@@ -344,7 +344,9 @@ ${end}
 
   // A slow service that recovers from one failure: the report of the answer that ended the outage
   // used to say "not sending, still retrying" for a moment, and the process went in the middle of
-  // the flush. The application's own 350 ms timer keeps both threads alive through the backoff.
+  // the flush. The application itself stays alive until 100 ms after the 503, so that the 0 ms
+  // backoff (an unref'd timer) does not end the process on either thread, and not after: from
+  // then on only the flush holds it, while the slow answers come.
   it.each(['main', 'worker'])('lets a flush past its hold go on after a slow service recovers from a failure (%s thread)', async (thread) => {
     const firstFails = ({ index }: ProxiedRequest): FaultAction =>
       index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 };
@@ -354,7 +356,11 @@ ${end}
         project,
         { shutdownTimeoutMs: 250, maxBatchItems: 10, concurrency: 1, deliveryThread: thread },
         40,
-        'setTimeout(() => {}, 350);\nawait exporter.forceFlush();\nconsole.log(JSON.stringify(exporter.stats()));',
+        [
+          'const untilRetried = setInterval(() => exporter.stats().retried > 0 && (clearInterval(untilRetried), setTimeout(() => {}, 100)), 5);',
+          'await exporter.forceFlush();',
+          'console.log(JSON.stringify(exporter.stats()));',
+        ].join('\n'),
       );
       const run = await runScript(`recovering-${thread}.mjs`, script, url);
       expect(run.code).toBe(0);
