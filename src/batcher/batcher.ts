@@ -66,10 +66,11 @@ export interface BatcherOptions<T> extends ResolvedDelivery {
    */
   readonly onBatchSettled?: () => void;
   /**
-   * Called with `isDelivering()` when it has changed; a stop a turn late (see `#noteDelivering`).
-   * The delivery worker reports what this says, never `isDelivering()` read at another moment: a
-   * flush that waits holds the application's process while the worker delivers, not while it
-   * waits out a backoff, and a read between two batches would say it stopped.
+   * Called when delivery starts or stops: a batch is being built, sent or answered, as opposed to
+   * idle or only waiting out backoffs (a batch in its backoff is in flight, `stats().inFlight`, but
+   * not being delivered). A stop is told a turn late (see `#noteDelivering`). The delivery worker
+   * reports what this says: a flush that waits holds the application's process while the worker
+   * delivers, not while it waits out a backoff.
    */
   readonly onDeliveringChanged?: (delivering: boolean) => void;
 }
@@ -96,12 +97,6 @@ export interface Batcher<T> {
    * taking batches now, so waiting for room (`backpressureMs`) would only stall the application.
    */
   isRetrying(): boolean;
-  /**
-   * A batch is being built, sent or answered now: delivery is under way, as opposed to idle or
-   * only waiting out backoffs (a batch in its backoff is in flight, `stats().inFlight`, but not
-   * being delivered).
-   */
-  isDelivering(): boolean;
   /**
    * Bytes of records not yet in a request (queued, not in flight): what back-pressure measures
    * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
@@ -384,24 +379,24 @@ class QueueBatcher<T> implements Batcher<T> {
     return this.#lastRetryReason !== undefined;
   }
 
-  isDelivering(): boolean {
+  #isDelivering(): boolean {
     return this.#inFlightBatches.size > this.#backingOff;
   }
 
   /**
-   * Tell `onDeliveringChanged` when `isDelivering()` changed. A stop is told a turn later, and only
+   * Tell `onDeliveringChanged` when `#isDelivering()` changed. A stop is told a turn later, and only
    * if delivery has not restarted and stopped again since: between one batch's answer and the next
    * batch (its send task already scheduled) lies a turn at most, and a report of "not delivering"
    * from that gap would let a waiting application's process go in the middle of a flush.
    */
   #noteDelivering(): void {
     if (this.#options.onDeliveringChanged === undefined) return;
-    if (this.isDelivering()) {
+    if (this.#isDelivering()) {
       if (!this.#toldDelivering) this.#tellDelivering(true);
     } else if (this.#toldDelivering) {
       const stop = ++this.#deliveryStops;
       setImmediate(() => {
-        if (stop === this.#deliveryStops && !this.isDelivering()) this.#tellDelivering(false);
+        if (stop === this.#deliveryStops && !this.#isDelivering()) this.#tellDelivering(false);
       });
     }
   }

@@ -185,7 +185,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #remote: DeliveryStats = NOTHING_YET;
   /** Whether the worker's batcher was retrying when it last reported. */
   #remoteRetrying = false;
-  /** Whether the worker was delivering (`Batcher.isDelivering`) when it last reported. */
+  /** Whether the worker was delivering (its batcher's `onDeliveringChanged`) when it last reported. */
   #remoteDelivering = false;
   /** The worker's `waitingBytes` as last reported. */
   #remoteWaitingBytes = 0;
@@ -320,10 +320,6 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   isRetrying(): boolean {
     return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
-  }
-
-  isDelivering(): boolean {
-    return this.#remoteDelivering || (this.#here?.isDelivering() ?? false);
   }
 
   waitingBytes(): number {

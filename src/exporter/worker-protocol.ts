@@ -49,7 +49,7 @@ export interface WorkerStatsReport {
   readonly stats: DeliveryStats;
   /** The worker's batcher is retrying (`Batcher.isRetrying`): waiting for room would not help. */
   readonly retrying: boolean;
-  /** The worker's batcher is delivering (`Batcher.isDelivering`): not idle, not only in backoffs. */
+  /** The worker's batcher is delivering (`onDeliveringChanged`): not idle, not only in backoffs. */
   readonly delivering: boolean;
   /** Bytes the worker's batcher holds that are not yet in a request (`Batcher.waitingBytes`). */
   readonly waitingBytes: number;

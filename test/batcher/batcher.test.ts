@@ -324,7 +324,7 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
     expect(settledAt.at(-1)?.queuedBytes).toBe(0);
   });
 
-  it('is delivering while a batch is built, sent or answered, not while the only ones left wait out a backoff', async () => {
+  it('says it delivers while a batch is built, sent or answered, not while the only ones left wait out a backoff', async () => {
     const answers = [deferred<SendOutcome>(), deferred<SendOutcome>(), deferred<SendOutcome>()];
     const transport = new FakeTransport((_request, index) => answers[index]!.promise);
     const told: boolean[] = [];
@@ -334,27 +334,27 @@ describe('back-pressure: longer slices while the queue fills faster than it drai
       onDeliveringChanged: (delivering) => told.push(delivering),
     });
     addRecords(batcher, 0, 2);
-    expect(batcher.isDelivering()).toBe(false);
+    // add() never starts a send itself (SPEC §6): nothing has started yet.
+    expect(told).toEqual([]);
     const flushed = batcher.forceFlush();
     await settle();
     expect(transport.posted).toHaveLength(2);
-    expect(batcher.isDelivering()).toBe(true);
+    expect(told).toEqual([true]);
     // The first waits out a backoff (250 ms: random() is 0.5) while the second is on the wire.
     answers[0]!.resolve(UNAVAILABLE);
     await settle();
-    expect(batcher.isDelivering()).toBe(true);
+    expect(told).toEqual([true]);
     answers[1]!.resolve(OK);
     await settle();
     // Only a backoff is left: a record in flight, nothing delivering.
     expect(batcher.stats()).toMatchObject({ inFlight: 1, delivered: 1 });
-    expect(batcher.isDelivering()).toBe(false);
+    expect(told).toEqual([true, false]);
     await settle(1000);
     expect(transport.posted).toHaveLength(3);
-    expect(batcher.isDelivering()).toBe(true);
+    expect(told).toEqual([true, false, true]);
     answers[2]!.resolve(OK);
     await flushed;
     await settle();
-    expect(batcher.isDelivering()).toBe(false);
     expect(told).toEqual([true, false, true, false]);
   });
 
