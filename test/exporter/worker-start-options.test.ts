@@ -51,10 +51,13 @@ describe('inheritedStartOptions', () => {
 });
 
 describe('startWorker', () => {
-  /** Starts a real worker that reports the flags it runs with, then exits. */
+  /** A worker's code that reports the flags it runs with, then ends. */
+  const REPORTS_ITS_FLAGS = "require('node:worker_threads').parentPort.postMessage(process.execArgv)";
+
+  /** Starts a real worker that reports the flags it runs with. */
   async function flagsOfWorkerStartedWith(inherited: InheritedStartOptions): Promise<string[]> {
     const worker = startWorker(
-      (options) => new Worker("require('node:worker_threads').parentPort.postMessage(process.execArgv)", { eval: true, ...options }),
+      (options) => new Worker(REPORTS_ITS_FLAGS, { eval: true, ...options }),
       inherited,
     );
     const [flags] = await Promise.all([
@@ -82,7 +85,7 @@ describe('startWorker', () => {
           attempts += 1;
           // A worker that refuses every flag it is given, as Node words it.
           if (options.execArgv?.length !== 0) throw Object.assign(new Error('Initiated Worker with invalid execArgv flags: --a'), { code: 'ERR_WORKER_INVALID_EXEC_ARGV' });
-          return new Worker("require('node:worker_threads').parentPort.postMessage(process.execArgv)", { eval: true, ...options });
+          return new Worker(REPORTS_ITS_FLAGS, { eval: true, ...options });
         }, { execArgv: ['--a', '--b'] });
         worker.once('message', resolve);
       } catch (error) {

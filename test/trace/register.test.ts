@@ -5,8 +5,6 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +16,7 @@ import { CallbridgeExporter } from '../../src/exporter/exporter.js';
 import { register } from '../../src/exporter/register.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { trace } from '../../src/trace/index.js';
-import { startFaultProxy, type FaultAction, type FaultProxyOptions, type ProxiedRequest } from '../exporter/fault-proxy.js';
+import { startFaultProxy, type FaultAction, type FaultProxy, type FaultProxyOptions, type ProxiedRequest } from '../exporter/fault-proxy.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -159,17 +157,17 @@ describe('a short script that ends without shutdown()', () => {
 
   /** A service that is down for a while: every request gets 503 and a minute's Retry-After. */
   async function withUnavailableService(use: (url: string, requests: () => number) => Promise<void>): Promise<void> {
-    let requests = 0;
-    const unavailable = createServer((request, response) => {
-      requests += 1;
-      request.resume();
-      request.on('end', () => response.writeHead(503, { 'retry-after': '60' }).end('{"reason":"maintenance"}'));
-    });
-    await new Promise<void>((resolve) => unavailable.listen(0, '127.0.0.1', resolve));
+    const unavailable: FaultAction = { kind: 'status', status: 503, headers: { 'retry-after': '60' }, body: { reason: 'maintenance' } };
+    await withScriptedService(() => unavailable, (proxy) => use(proxy.url, () => proxy.requests.length));
+  }
+
+  /** The real server behind a fault proxy that answers as `script` says, for the length of `use`. */
+  async function withScriptedService(script: FaultProxyOptions['script'], use: (proxy: FaultProxy) => Promise<void>): Promise<void> {
+    const proxy = await startFaultProxy({ upstream: server.url, script });
     try {
-      await use(`http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`, () => requests);
+      await use(proxy);
     } finally {
-      await new Promise((resolve) => unavailable.close(resolve));
+      await proxy.close();
     }
   }
 
@@ -270,16 +268,6 @@ console.log(JSON.stringify(tracing.exporter.stats()));
     },
   );
 
-  /** The real server behind a fault proxy that answers as `script` says, for the length of `use`. */
-  async function withScriptedService(script: FaultProxyOptions['script'], use: (url: string) => Promise<void>): Promise<void> {
-    const proxy = await startFaultProxy({ upstream: server.url, script });
-    try {
-      await use(proxy.url);
-    } finally {
-      await proxy.close();
-    }
-  }
-
   /**
    * A script with a plain exporter (no register(): no SDK flush timer keeps the process alive,
    * only the exporter's own flush does) behind a SimpleSpanProcessor: `options` on top of the
@@ -303,7 +291,7 @@ ${end}
   it.each(['main', 'worker'])(
     "lets an exporter's forceFlush() deliver batch after batch from a service slower than shutdownTimeoutMs (%s thread)",
     async (thread) => {
-      await withScriptedService(() => ({ kind: 'slow', delayMs: 300 }), async (url) => {
+      await withScriptedService(() => ({ kind: 'slow', delayMs: 300 }), async ({ url }) => {
         const project = `acme/slow-batches-${thread}`;
         // 500 spans per request, one request at a time: four requests of 300 ms against a 500 ms
         // hold, each batch built (a few ms) after the answer to the one before.
@@ -328,7 +316,7 @@ ${end}
   it.each(['main', 'worker'])("does not hold the process for one batch's long backoff once the rest is delivered (%s thread)", async (thread) => {
     const firstLimited = ({ index }: ProxiedRequest): FaultAction =>
       index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '20' } } : { kind: 'slow', delayMs: 200 };
-    await withScriptedService(firstLimited, async (url) => {
+    await withScriptedService(firstLimited, async ({ url }) => {
       const script = plainExporterScript(
         `acme/backoff-left-${thread}`,
         { shutdownTimeoutMs: 500, maxBatchItems: 10, concurrency: 2, deliveryThread: thread },
@@ -350,7 +338,7 @@ ${end}
   it.each(['main', 'worker'])('lets a flush past its hold go on after a slow service recovers from a failure (%s thread)', async (thread) => {
     const firstFails = ({ index }: ProxiedRequest): FaultAction =>
       index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 };
-    await withScriptedService(firstFails, async (url) => {
+    await withScriptedService(firstFails, async ({ url }) => {
       const project = `acme/recovering-${thread}`;
       const script = plainExporterScript(
         project,
