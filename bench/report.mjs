@@ -52,6 +52,11 @@ export function renderTable(results) {
     const otlpCpu = med(cpu, 'otlp', 'cpuUsPerSpan');
     rows.push(`| producer CPU µs/span at ${count(results.config.rate)} spans/s (no exporter: ${cell(cpu, 'none', 'cpuUsPerSpan', 2)}) | ${cell(cpu, 'otlp', 'cpuUsPerSpan', 2)} | ${cell(cpu, 'otlp-tuned', 'cpuUsPerSpan', 2)} | ${cell(cpu, 'callbridge', 'cpuUsPerSpan', 2)} | ${cell(cpu, 'callbridge-main', 'cpuUsPerSpan', 2)} | ${ratio(cbCpu, otlpCpu)} of defaults | <= 0.7x | ${verdict(cb ? cbCpu / otlpCpu <= 0.7 : undefined)} |`);
     rows.push(`| application thread busy µs/span (event-loop utilization; no exporter: ${cell(cpu, 'none', 'mainThreadBusyUsPerSpan', 2)}) | ${cell(cpu, 'otlp', 'mainThreadBusyUsPerSpan', 2)} | ${cell(cpu, 'otlp-tuned', 'mainThreadBusyUsPerSpan', 2)} | ${cell(cpu, 'callbridge', 'mainThreadBusyUsPerSpan', 2)} | ${cell(cpu, 'callbridge-main', 'mainThreadBusyUsPerSpan', 2)} | ${ratio(med(cpu, 'callbridge', 'mainThreadBusyUsPerSpan'), med(cpu, 'otlp', 'mainThreadBusyUsPerSpan'))} of defaults | (context) | |`);
+    const byThread = (side) => {
+      const parts = ['appUsPerSpan', 'sideThreadsUsPerSpan', 'helpersUsPerSpan'].map((key) => med(cpu, side, key));
+      return parts.every(Number.isFinite) ? parts.map((part) => num(part, 1)).join(' / ') : NA;
+    };
+    rows.push(`| CPU µs/span by thread: application / the exporter's own threads / runtime helpers (no exporter: ${byThread('none')}) | ${byThread('otlp')} | ${byThread('otlp-tuned')} | ${byThread('callbridge')} | ${byThread('callbridge-main')} | | (context) | |`);
     const none = med(cpu, 'none', 'cpuUsPerSpan');
     rows.push(`| exporter's own CPU µs/span (above no exporter) | ${num(otlpCpu - none, 2)} | ${num(med(cpu, 'otlp-tuned', 'cpuUsPerSpan') - none, 2)} | ${num(cbCpu - none, 2)} | ${num(med(cpu, 'callbridge-main', 'cpuUsPerSpan') - none, 2)} | ${ratio(cbCpu - none, otlpCpu - none)} | (context) | |`);
   }

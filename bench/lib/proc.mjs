@@ -11,13 +11,16 @@ const PROFILE_DIR = `${BENCH_DIR}results/profiles`;
 let profileSeq = 0;
 
 /**
- * With BENCH_PROFILE=1 every child runs under `--cpu-prof`, its profile written to
- * bench/results/profiles/<name>-<n>.cpuprofile (summarise one with bench/profile-summary.mjs).
+ * With BENCH_PROFILE=1 every child runs under `--cpu-prof`, its profiles written to
+ * bench/results/profiles/<name>-<n>/: one file per thread, `CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile`
+ * (thread 0 is the application's; callbridge's delivery worker writes its own). A fixed
+ * `--cpu-prof-name` would give every thread the same file, and the last to end would overwrite the
+ * others. Summarise one with bench/profile-summary.mjs.
  */
 function profileArgs(name) {
   if (!process.env.BENCH_PROFILE) return [];
   profileSeq++;
-  return ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}-${profileSeq}.cpuprofile`];
+  return ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}/${name}-${profileSeq}`];
 }
 
 /**

@@ -18,6 +18,7 @@ import { createSide } from '../sides.mjs';
 import { producePaced } from '../workload.mjs';
 import { sinkStats, waitForSpans } from '../lib/sink-client.mjs';
 import { quantile } from '../lib/stats.mjs';
+import { threadCpuSnapshot, threadCpuSplit } from '../lib/thread-cpu.mjs';
 
 const WARMUP_MS = 1000;
 
@@ -37,17 +38,20 @@ async function warmUp(tracing, sinkUrl, rate, exports) {
 }
 
 export async function cpu(side, { sinkUrl, rate, durationMs }) {
+  const beforeSide = threadCpuSnapshot();
   const tracing = await createSide(side, sinkUrl);
   const exports = side !== 'none';
   const warm = await warmUp(tracing, sinkUrl, rate, exports);
   const before = exports ? await sinkStats(sinkUrl) : undefined;
 
+  const threadsStart = threadCpuSnapshot();
   const cpuStart = process.cpuUsage();
   const eluStart = performance.eventLoopUtilization();
   const { spans, elapsedMs } = await producePaced(tracing.tracer, { spansPerSecond: rate, durationMs });
   const after = await settle(tracing, sinkUrl, before, spans);
   const used = process.cpuUsage(cpuStart);
   const mainThread = performance.eventLoopUtilization(eluStart);
+  const threads = threadCpuSplit({ beforeSide, start: threadsStart, end: threadCpuSnapshot(), spans });
   await tracing.shutdown().catch(() => {});
   const cpuUs = used.user + used.system;
   return {
@@ -63,6 +67,9 @@ export async function cpu(side, { sinkUrl, rate, durationMs }) {
     mainThreadBusyUsPerSpan: (mainThread.active * 1000) / spans,
     // Share of one core the producer used while producing at this rate.
     coreShare: cpuUs / 1000 / elapsedMs,
+    // The same CPU by thread (Linux): the application's, the side's own (callbridge's delivery
+    // worker), the runtime's helpers.
+    ...threads,
   };
 }
 
