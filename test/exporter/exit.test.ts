@@ -2,16 +2,17 @@
  * The end of the process for an exporter used without `register()` (src/exporter/exit-watch.ts):
  * a script that simply ends delivers what the exporter was given (behind `SimpleSpanProcessor`,
  * or `BatchSpanProcessor` after `provider.forceFlush()`), unless `flushOnExit` is false; a
- * `process.exit()` that leaves spans behind says how many are lost. Child scripts run the built
- * package against the real local server, on both delivery threads.
+ * `process.exit()` that leaves spans behind says how many are lost; a stop signal is the
+ * application's to handle (README: "Stop signals"). Child scripts run the built package against the
+ * real local server, on both delivery threads.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { InvalidOptionError } from '../../src/errors.js';
-import { killSpawned } from '../helpers/node-process.js';
-import { runPackageScript } from '../helpers/package-script.js';
+import { killSpawned, listeningUrl } from '../helpers/node-process.js';
+import { runPackageScript, startPackageScript } from '../helpers/package-script.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { readAllCalls } from './fault-proxy.js';
 
@@ -182,12 +183,67 @@ process.exit(0);`,
   });
 });
 
+interface ServiceOptions {
+  readonly project: string;
+  /** More `register()` options, as source text. */
+  readonly options?: string;
+  /** Run after the five traced calls, before the process reports that it runs. */
+  readonly then?: string;
+}
+
+/**
+ * A process that runs like a service until it is stopped: five traced calls through `register()`
+ * (their batch waits for its interval, 1 s by default), then a timer that keeps it alive.
+ */
+function startService({ project, options = '', then = '' }: ServiceOptions) {
+  const source = `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', ${options} });
+for (let i = 0; i < 5; i++) trace(function hello(x) { return x; })(i);
+${then}
+globalThis.keepAlive = setInterval(() => {}, 1000);
+console.log('running');
+`;
+  return startPackageScript(source, { SERVER_URL: server.url });
+}
+
+/** Start `service`, send it `signal` once it runs, and wait for it to end. */
+async function stopService(service: ServiceOptions, signal: NodeJS.Signals) {
+  const child = startService(service);
+  await listeningUrl(child, /^(running)$/m);
+  child.child.kill(signal);
+  const exit = await child.exited();
+  return { ...exit, stderr: child.stderr() };
+}
+
+describe('a stop signal, handled as the README shows', () => {
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`with the README's handler (shutdown(), then exit), delivers what waits (${deliveryThread} thread)`, async () => {
+      const project = `acme/signal-handler-${deliveryThread}`;
+      const stopped = await stopService(
+        {
+          project,
+          options: `deliveryThread: '${deliveryThread}', shutdownTimeoutMs: 5000`,
+          then: "process.once('SIGTERM', () => { void tracing.shutdown().finally(() => process.exit(143)); });",
+        },
+        'SIGTERM',
+      );
+      expect(stopped).toMatchObject({ code: 143, signal: null, stderr: '' });
+      expect(await readAllCalls(server.url, project, server)).toHaveLength(5);
+    });
+  }
+});
+
 describe('the exit watch', () => {
-  it('adds one beforeExit and one exit listener for any number of exporters, and checks flushOnExit', async () => {
-    const before = { beforeExit: process.listenerCount('beforeExit'), exit: process.listenerCount('exit') };
+  it('adds one beforeExit and one exit listener for any number of exporters, none for signals, and checks flushOnExit', async () => {
+    const events = ['beforeExit', 'exit', 'SIGTERM', 'SIGINT'] as const;
+    const before = events.map((event) => process.listenerCount(event));
     const exporters = Array.from({ length: 20 }, () => new CallbridgeExporter({ projectId: 'acme/watch', deliveryThread: 'main' }));
-    expect(process.listenerCount('beforeExit')).toBeLessThanOrEqual(before.beforeExit + 1);
-    expect(process.listenerCount('exit')).toBeLessThanOrEqual(before.exit + 1);
+    const after = events.map((event) => process.listenerCount(event));
+    expect(after[0]).toBeLessThanOrEqual(before[0]! + 1);
+    expect(after[1]).toBeLessThanOrEqual(before[1]! + 1);
+    // Signals stay the application's: a listener would change whether and how it stops on them.
+    expect(after.slice(2)).toEqual(before.slice(2));
     await Promise.all(exporters.map((exporter) => exporter.shutdown()));
     expect(() => new CallbridgeExporter({ projectId: 'acme/watch', flushOnExit: 'yes' as unknown as boolean })).toThrow(InvalidOptionError);
   });

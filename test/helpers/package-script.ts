@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { spawnNode } from './node-process.js';
+import { spawnNode, type NodeProcess } from './node-process.js';
 
 export const PACKAGE_ENTRY = pathToFileURL(join(import.meta.dirname, '..', '..', 'dist', 'index.js')).href;
 
@@ -21,7 +21,12 @@ export interface ScriptRun {
  * setting cannot change what it prints. Pair with `killSpawned` in `afterEach`.
  */
 export async function runPackageScript(source: string, env: Record<string, string> = {}, nodeFlags: string[] = []): Promise<ScriptRun> {
-  const child = spawnNode([...nodeFlags, '--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: PACKAGE_ENTRY, CALLBRIDGE_LOG_LEVEL: '', ...env });
+  const child = startPackageScript(source, env, nodeFlags);
   const { code } = await child.exited();
   return { code, stdout: child.stdout(), stderr: child.stderr() };
+}
+
+/** {@link runPackageScript}'s process, started and not waited for: for a test that talks to it. */
+export function startPackageScript(source: string, env: Record<string, string> = {}, nodeFlags: string[] = []): NodeProcess {
+  return spawnNode([...nodeFlags, '--input-type=module', '-e', source], { CALLBRIDGE_ENTRY: PACKAGE_ENTRY, CALLBRIDGE_LOG_LEVEL: '', ...env });
 }
