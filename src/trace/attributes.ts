@@ -7,6 +7,11 @@
 export const INPUTS = 'inputs';
 /** The result (JSON text for objects and lists); becomes the call's `output`. */
 export const OUTPUT = 'output';
+/**
+ * Where a result goes whose `value` member the mapping would take for the whole output: its
+ * lookup `output.value` (SPEC §3) comes before `output` and reaches into `output`'s JSON.
+ */
+export const OUTPUTS = 'outputs';
 /** `options.kind`; becomes `attributes.kind`. */
 export const SPAN_KIND = 'weave.span.kind';
 /** `options.displayName`; becomes the call's `display_name`. */

@@ -4,7 +4,7 @@
  */
 import { SpanStatusCode } from '@opentelemetry/api';
 import type { Exception, Span } from '@opentelemetry/api';
-import { OUTPUT, STREAM_END } from './attributes.js';
+import { OUTPUT, OUTPUTS, STREAM_END } from './attributes.js';
 import type { CapturePolicy } from './capture.js';
 import { capture, captureText, messageOf } from './capture.js';
 
@@ -64,7 +64,14 @@ export class CallEnd {
 /**
  * The `output` attribute: strings, numbers and booleans as themselves (so the mapping of SPEC §3
  * gives the call that exact output; JSON text of a string would read back with its quotes),
- * everything else as JSON text. `undefined`/`null` write nothing: the call's output is then null.
+ * everything else as JSON text, except a value that captures as a string (a bigint's digits, a
+ * Date's ISO text, a Buffer's base64, a stream's `"[Readable]"`), which is written as that string
+ * for the same reason. `undefined`/`null` write nothing: the call's output is then null.
+ *
+ * A result with a `value` member goes to `outputs` instead: the mapping looks up `output.value`
+ * before `output`, reaching into `output`'s JSON, so `{value: 0.9, reason: 'ok'}` would read back
+ * as `{"output.value": 0.9}`. `outputs`, like `output`, gives the bare value, and no lookup
+ * reaches into it.
  *
  * A string that is JSON text of an object or list reads back parsed, and no encoding avoids it:
  * the mapping parses every such attribute string, and only `output`/`outputs` give a bare output
@@ -83,9 +90,18 @@ function writeOutput(span: Span, output: unknown, policy: CapturePolicy): void {
     case 'boolean':
       span.setAttribute(OUTPUT, output);
       return;
-    default:
-      if (output !== null) span.setAttribute(OUTPUT, capture(output, policy).json);
+    default: {
+      if (output === null) return;
+      const { value, json } = capture(output, policy);
+      if (typeof value === 'string') span.setAttribute(OUTPUT, value);
+      else if (isRecord(value) && Object.hasOwn(value, 'value')) span.setAttribute(OUTPUTS, json);
+      else span.setAttribute(OUTPUT, json);
+    }
   }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function asException(error: unknown): Exception {

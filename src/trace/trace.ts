@@ -51,11 +51,13 @@ export interface TraceOptions {
   readonly captureInputs?: boolean;
   /**
    * Capture the result as the call's output. Strings, numbers and booleans are written as
-   * themselves, other values as JSON text. One case cannot round-trip: a returned string that is
-   * itself JSON text of an object or list (it starts with `{` or `[` and parses, e.g. a model's
-   * JSON-mode answer `'{"answer": 42}'`) shows in the call as the parsed value (`{answer: 42}`),
-   * because the span -> call mapping shared with the hosted service parses such strings. The
-   * caller still gets the string unchanged; any other string (`'{"answer": 4'`, `'"x"'`) stays text.
+   * themselves, other values as JSON text (in `outputs` rather than `output` for an object with a
+   * `value` member, which the mapping would otherwise take alone). One case cannot round-trip: a
+   * returned string that is itself JSON text of an object or list (it starts with `{` or `[` and
+   * parses, e.g. a model's JSON-mode answer `'{"answer": 42}'`) shows in the call as the parsed
+   * value (`{answer: 42}`), because the span -> call mapping shared with the hosted service parses
+   * such strings. The caller still gets the string unchanged; any other string (`'{"answer": 4'`,
+   * `'"x"'`) stays text.
    * @default true
    */
   readonly captureOutput?: boolean;

@@ -83,6 +83,43 @@ describe('trace(): one span per call', () => {
     expect(outputOf('quoted')).toBe('"just text"');
   });
 
+  it('a result with a value member reads back whole: written as outputs, which no lookup reaches into', () => {
+    // The mapping looks up `output.value` before `output`, and reaches into `output`'s JSON.
+    trace(function score() {
+      return { value: 0.9, reason: 'good' };
+    })();
+    trace(function emptyValue() {
+      return { value: 0, reason: 'none' };
+    })();
+    const outputOf = (name: string) => toCallParts(tracing.span(name), 'acme/demo').end.output;
+    expect(outputOf('score')).toEqual({ value: 0.9, reason: 'good' });
+    expect(outputOf('emptyValue')).toEqual({ value: 0, reason: 'none' });
+    expect(tracing.span('score').attributes.output).toBeUndefined();
+    expect(jsonAttribute(tracing.span('score'), 'outputs')).toEqual({ value: 0.9, reason: 'good' });
+    // A list, or an object without that member, stays in `output`.
+    trace(function values() {
+      return [{ value: 1 }];
+    })();
+    expect(outputOf('values')).toEqual([{ value: 1 }]);
+    expect(jsonAttribute(tracing.span('values'), 'output')).toEqual([{ value: 1 }]);
+  });
+
+  it('a result that captures as a string reads back as that string, without JSON quotes', () => {
+    class Opaque {}
+    const results: Record<string, unknown> = {
+      big: 10n,
+      date: new Date(0),
+      bytes: Buffer.from('hi'),
+      opaque: new Opaque(),
+    };
+    for (const [name, result] of Object.entries(results)) trace(() => result, { name })();
+    const outputOf = (name: string) => toCallParts(tracing.span(name), 'acme/demo').end.output;
+    expect(outputOf('big')).toBe('10');
+    expect(outputOf('date')).toBe('1970-01-01T00:00:00.000Z');
+    expect(outputOf('bytes')).toBe('aGk=');
+    expect(outputOf('opaque')).toBe('[Opaque]');
+  });
+
   it('writes no output attribute for undefined or null results', () => {
     trace(function nothing() {})();
     trace(function empty() {
