@@ -12,7 +12,9 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import {
   kindFromJs,
   linksOf,
+  parentSpanIdOf,
   readSpan,
+  scopeOf,
   statusCodeName,
   type HrTime,
   type SpanAttributes,
@@ -55,7 +57,7 @@ export function encodeSpan(span: ReadableSpan): SpanTransfer {
       context.traceId,
       context.spanId,
       context.traceState?.serialize(),
-      span.parentSpanContext?.spanId,
+      parentSpanIdOf(span),
       kindFromJs(span.kind),
       span.startTime,
       span.endTime,
@@ -65,7 +67,7 @@ export function encodeSpan(span: ReadableSpan): SpanTransfer {
       span.events,
       linksOf(span.links),
       span.resource.attributes,
-      span.instrumentationScope,
+      scopeOf(span),
       undefined,
     ];
   } catch {

@@ -2,7 +2,7 @@
 export { toCallParts, toUpsertItems, toCompletedCall, readSpan, MAPPING_ERROR_ATTRIBUTE } from './to-call.js';
 export type { CallParts } from './to-call.js';
 export { writeCompletedCall, writeUpsertItems } from './call-json.js';
-export { fromReadableSpan, isReadableSpan, kindFromJs, kindFromOtlp, linksOf, statusCodeName } from './span-input.js';
+export { fromReadableSpan, isReadableSpan, kindFromJs, kindFromOtlp, linksOf, parentSpanIdOf, scopeOf, statusCodeName } from './span-input.js';
 export type {
   HrTime,
   SpanAttributes,

@@ -98,8 +98,32 @@ export function isReadableSpan(span: SpanInput | ReadableSpan): span is Readable
 }
 
 /**
- * Views an OTel SDK 2.x `ReadableSpan` as a {@link SpanInput}. Cheap: attributes, events and times
- * are referenced, not copied; only links are re-shaped.
+ * What an OTel SDK 1.x `ReadableSpan` has where 2.x has `parentSpanContext` and
+ * `instrumentationScope`: an exporter behind a 1.x provider is handed these.
+ */
+interface ReadableSpanV1 {
+  readonly parentSpanId?: string | undefined;
+  readonly instrumentationLibrary?: { readonly name: string; readonly version?: string | undefined } | undefined;
+}
+
+/** The parent's span id of an SDK 2.x span, or of a 1.x one (`parentSpanId`). */
+export function parentSpanIdOf(span: ReadableSpan): string | undefined {
+  return span.parentSpanContext?.spanId ?? (span as ReadableSpan & ReadableSpanV1).parentSpanId;
+}
+
+/**
+ * The instrumentation scope of an SDK 2.x span, or of a 1.x one (`instrumentationLibrary`): the
+ * SDK's own object, which every span of a tracer shares (so a message to the delivery worker
+ * copies it once).
+ */
+export function scopeOf(span: ReadableSpan): SpanInput['scope'] {
+  return span.instrumentationScope ?? (span as ReadableSpan & ReadableSpanV1).instrumentationLibrary ?? NO_SCOPE;
+}
+
+/**
+ * Views an OTel SDK `ReadableSpan` (2.x, or 1.x: {@link parentSpanIdOf}, {@link scopeOf}) as a
+ * {@link SpanInput}. Cheap: attributes, events and times are referenced, not copied; only links
+ * are re-shaped.
  *
  * @example
  * const input = fromReadableSpan(readableSpan);
@@ -112,7 +136,7 @@ export function fromReadableSpan(span: ReadableSpan): SpanInput {
     traceId: context.traceId,
     spanId: context.spanId,
     traceState: context.traceState?.serialize(),
-    parentSpanId: span.parentSpanContext?.spanId,
+    parentSpanId: parentSpanIdOf(span),
     kind: kindFromJs(span.kind),
     startTime: span.startTime,
     endTime: span.endTime,
@@ -121,7 +145,7 @@ export function fromReadableSpan(span: ReadableSpan): SpanInput {
     events: span.events,
     links: linksOf(span.links),
     resource: { attributes: span.resource.attributes },
-    scope: { name: span.instrumentationScope.name, version: span.instrumentationScope.version },
+    scope: scopeOf(span),
   };
 }
 
@@ -137,7 +161,7 @@ export function salvageReadableSpan(span: ReadableSpan): SpanInput {
     traceId: attempt(() => String(context?.traceId ?? ''), ''),
     spanId: attempt(() => String(context?.spanId ?? ''), ''),
     traceState: attempt(() => context?.traceState?.serialize(), undefined),
-    parentSpanId: attempt(() => span.parentSpanContext?.spanId, undefined),
+    parentSpanId: attempt(() => parentSpanIdOf(span), undefined),
     kind: attempt(() => JS_SPAN_KINDS[span.kind] ?? 'INTERNAL', 'INTERNAL'),
     startTime: attempt(() => span.startTime, ZERO_TIME),
     endTime: attempt(() => span.endTime, ZERO_TIME),
@@ -146,10 +170,7 @@ export function salvageReadableSpan(span: ReadableSpan): SpanInput {
     events: attempt(() => (Array.isArray(span.events) ? span.events : []), []),
     links: attempt(() => linksOf(span.links), EMPTY_LINKS),
     resource: { attributes: attempt(() => span.resource.attributes, {}) },
-    scope: attempt(
-      () => ({ name: span.instrumentationScope.name, version: span.instrumentationScope.version }),
-      NO_SCOPE,
-    ),
+    scope: attempt(() => scopeOf(span), NO_SCOPE),
   };
 }
 
