@@ -98,6 +98,35 @@ describe('callbridge serve', () => {
     expect((await second.exited()).code).toBe(0);
   });
 
+  it('shares one database file with a second server: concurrent object versions and feedback all land', async () => {
+    // obj/create and feedback/create read before they write; begun as plain (deferred)
+    // transactions, the second process's write lock request failed at once (SQLITE_BUSY, a 500)
+    // instead of waiting for the first's commit.
+    const dbPath = join(dir, 'shared.db');
+    const servers = [await serve(['--db', dbPath, '--user', 'dev:pw']), await serve(['--db', dbPath, '--user', 'dev:pw'])];
+    const ref = 'weave:///acme/cli/call/00000000000000a1';
+    const requests = Array.from({ length: 240 }, (_, i) => {
+      const url = servers[i % 2]!.url;
+      return i % 3 === 2
+        ? () => post(url, '/feedback/create', { project_id: 'acme/cli', weave_ref: ref, feedback_type: 'note', payload: { note: `n${i}` } }, dev)
+        : () => post(url, '/obj/create', { obj: { project_id: 'acme/cli', object_id: 'shared', val: { n: i } } }, dev);
+    });
+    const statuses: number[] = [];
+    for (let i = 0; i < requests.length; i += 24) {
+      const answers = await Promise.all(requests.slice(i, i + 24).map((send) => send()));
+      statuses.push(...answers.map((answer) => answer.status));
+    }
+    expect(statuses.filter((status) => status !== 200)).toEqual([]);
+
+    const versions = await post(servers[0]!.url, '/objs/query', { project_id: 'acme/cli', filter: { object_ids: ['shared'], latest_only: false } }, dev);
+    const indexes = (versions.body.objs as Array<{ version_index: number }>).map((obj) => obj.version_index).sort((a, b) => a - b);
+    expect(indexes).toEqual(Array.from({ length: 160 }, (_, i) => i));
+    const feedback = await post(servers[1]!.url, '/feedback/query', { project_id: 'acme/cli' }, dev);
+    expect(feedback.body.result).toHaveLength(80);
+    for (const server of servers) server.child.kill('SIGTERM');
+    await Promise.all(servers.map((server) => server.exited()));
+  });
+
   it('prints usage for --help and exits 0', async () => {
     const cli = run(['--help']);
     expect((await cli.exited()).code).toBe(0);

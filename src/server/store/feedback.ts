@@ -109,7 +109,8 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
   return {
     create(request, wbUserId) {
       const row = validatedRow(request, wbUserId, readObject);
-      const stored = insertOnce(row);
+      // Immediate: it reads (an existing record of that id) before it writes.
+      const stored = insertOnce.immediate(row);
       return {
         id: stored.id,
         created_at: stored.created_at,

@@ -122,7 +122,8 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
       const digest = digestOfText(canonical);
       const stored = JSON.stringify(val);
       const classes = classify(val);
-      storeVersion({
+      // Immediate: it reads (the digest, the next version) before it writes.
+      storeVersion.immediate({
         project_id: insert.projectId,
         object_id: insert.objectId,
         digest,

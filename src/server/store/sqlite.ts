@@ -44,6 +44,12 @@ export interface SqliteStatement<Params = unknown[], Row = unknown> {
   iterate(...params: BindArguments<Params>): IterableIterator<Row>;
 }
 
+/** What {@link SqliteDatabase.transaction} returns: the transaction, run as BEGIN or BEGIN IMMEDIATE. */
+export interface SqliteTransaction<Args extends unknown[], Result> {
+  (...args: Args): Result;
+  immediate(...args: Args): Result;
+}
+
 /** An open connection. */
 export interface SqliteDatabase {
   /** The path it was opened with. */
@@ -57,9 +63,12 @@ export interface SqliteDatabase {
   pragma(source: string, options?: { readonly simple?: boolean }): unknown;
   /**
    * `fn` as one transaction: BEGIN, then COMMIT when it returns or ROLLBACK when it throws; inside
-   * another transaction, a savepoint.
+   * another transaction, a savepoint. `.immediate(...)` begins with `BEGIN IMMEDIATE`: a
+   * transaction that reads before it writes takes the write lock first, so a second process
+   * writing the same file makes it wait (`timeout`) instead of failing with SQLITE_BUSY when
+   * its read lock cannot be upgraded.
    */
-  transaction<Args extends unknown[], Result>(fn: (...args: Args) => Result): (...args: Args) => Result;
+  transaction<Args extends unknown[], Result>(fn: (...args: Args) => Result): SqliteTransaction<Args, Result>;
   function(name: string, options: { readonly deterministic?: boolean }, fn: (...args: never[]) => unknown): unknown;
   close(): unknown;
 }
@@ -260,18 +269,21 @@ class NodeSqliteDatabase implements SqliteDatabase {
     return first === undefined ? undefined : Object.values(first)[0];
   }
 
-  transaction<Args extends unknown[], Result>(fn: (...args: Args) => Result): (...args: Args) => Result {
-    return (...args: Args): Result => {
-      if (!this.#db.isTransaction) return this.#inTransaction('BEGIN', 'COMMIT', 'ROLLBACK', () => fn(...args));
-      const savepoint = `callbridge_${++this.#savepoints}`;
-      try {
-        return this.#inTransaction(`SAVEPOINT ${savepoint}`, `RELEASE ${savepoint}`, `ROLLBACK TO ${savepoint}; RELEASE ${savepoint}`, () =>
-          fn(...args),
-        );
-      } finally {
-        this.#savepoints -= 1;
-      }
-    };
+  transaction<Args extends unknown[], Result>(fn: (...args: Args) => Result): SqliteTransaction<Args, Result> {
+    const run =
+      (begin: string) =>
+      (...args: Args): Result => {
+        if (!this.#db.isTransaction) return this.#inTransaction(begin, 'COMMIT', 'ROLLBACK', () => fn(...args));
+        const savepoint = `callbridge_${++this.#savepoints}`;
+        try {
+          return this.#inTransaction(`SAVEPOINT ${savepoint}`, `RELEASE ${savepoint}`, `ROLLBACK TO ${savepoint}; RELEASE ${savepoint}`, () =>
+            fn(...args),
+          );
+        } finally {
+          this.#savepoints -= 1;
+        }
+      };
+    return Object.assign(run('BEGIN'), { immediate: run('BEGIN IMMEDIATE') });
   }
 
   #inTransaction<Result>(begin: string, commit: string, rollback: string, body: () => Result): Result {
