@@ -110,6 +110,15 @@ describe('annotation feedback', () => {
     expect(() => checkAnnotationValue({ field_schema: deep }, 'deep', {})).toThrow(/nested too deeply to compile/);
     const badPattern = annotationSpec('pattern', { type: 'string', pattern: '(' });
     expectRefused({ feedback_type: 'wandb.annotation.pattern', annotation_ref: badPattern, payload: { value: 'x' } }, /not a valid JSON Schema/);
+    // Schemas on which Ajv's validation recurses without end: the spec's fault (400), not a 500.
+    const recursing = {
+      selfref: { allOf: [{ $ref: '#' }] },
+      dynamic: { $dynamicRef: '#meta', $defs: { x: { $dynamicAnchor: 'meta', type: 'integer' } } },
+    };
+    for (const [name, schema] of Object.entries(recursing)) {
+      const ref = annotationSpec(name, schema);
+      expectRefused({ feedback_type: `wandb.annotation.${name}`, annotation_ref: ref, payload: { value: 5 } }, /recurses without end when validating/);
+    }
   });
 
   it("refuses what the service refuses, in the service's order", () => {

@@ -58,10 +58,24 @@ const compiled = new Map<string, ValidateFunction | BadRequestError>();
  */
 export function checkAnnotationValue(spec: unknown, specKey: string, value: unknown): void {
   const validate = compiledSchema(spec, specKey);
-  if (validate(value)) return;
+  if (validates(validate, value)) return;
   const error = validate.errors?.[0];
   const detail = error === undefined ? '' : `: ${error.instancePath || 'value'} ${error.message ?? 'is invalid'}`;
   throw new BadRequestError(`Feedback payload does not match annotation spec${detail}`);
+}
+
+/**
+ * `validate(value)`, with a schema that recurses without end (`{"allOf": [{"$ref": "#"}]}`, or a
+ * `$dynamicRef` Ajv resolves to itself) answered as the spec's fault: Ajv's validation recurses
+ * too, and overflows the stack where Python's `jsonschema` would stop.
+ */
+function validates(validate: ValidateFunction, value: unknown): boolean {
+  try {
+    return validate(value);
+  } catch (error) {
+    if (error instanceof RangeError) throw new BadRequestError("The annotation spec's field_schema recurses without end when validating a value");
+    throw error;
+  }
 }
 
 function compiledSchema(spec: unknown, specKey: string): ValidateFunction {
