@@ -394,7 +394,23 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
     if (entries.length > count) setMember(out, MORE_KEYS, `[${entries.length - count} more keys]`);
     return out;
   }
-  return copyList(entries, walk, depth);
+  // Keys of several types: a list of [key, value] pairs, each value under the same redaction
+  // as an object member when its key is a string (a headers Map keyed by strings and symbols).
+  const count = Math.min(entries.length, walk.limits.items);
+  const pairs: unknown[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const [key, value] = entries[i]!;
+    walk.path.push(i);
+    try {
+      pairs[i] = [copyValue(key, walk, depth + 2), typeof key === 'string' ? copyMember(key, value, walk, depth + 1) : copyValue(value, walk, depth + 2)];
+    } catch (error) {
+      pairs[i] = `[Getter threw: ${messageOf(error)}]`;
+    } finally {
+      walk.path.pop();
+    }
+  }
+  if (entries.length > count) pairs.push(`[${entries.length - count} more items]`);
+  return pairs;
 }
 
 /** Tighten already-plain JSON data to `limits` (runs no user code). */

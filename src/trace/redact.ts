@@ -4,9 +4,11 @@
  * The default rule works on the words of a key (split at `_`, `-`, `.`, spaces and camelCase
  * boundaries, lower-cased), so that `max_tokens`, `token_count` and `tokenizer` stay readable
  * while `access_token`, `OPENAI_API_KEY` and `x-api-key` are masked. A key is a secret when
- * - any word is `password`, `passwd`, `passphrase`, `secret`, `secrets`, `apikey` or `authorization`; or
- * - two adjacent words are `api key`, `private key` or `access key`; or
- * - its last word is `token`, `cookie`, `credential` or `credentials`.
+ * - any word is `password`, `passwd`, `passphrase`, `secret`, `apikey` (each also plural) or
+ *   `authorization`; or
+ * - two adjacent words are `api key`, `private key` or `access key` (or their plurals); or
+ * - its last word is `token`, `cookie`, `cookies`, `credential` or `credentials` (not `tokens`,
+ *   which counts them: `max_tokens`).
  */
 import { InvalidOptionError } from '../errors.js';
 
@@ -32,9 +34,10 @@ export interface Redactor {
   readonly transform: ((key: string, value: unknown, path: ReadonlyArray<string | number>) => unknown) | undefined;
 }
 
-const ANYWHERE = new Set(['password', 'passwd', 'passphrase', 'secret', 'secrets', 'apikey', 'authorization']);
-const PAIRS = new Set(['api key', 'private key', 'access key']);
-const LAST = new Set(['token', 'cookie', 'credential', 'credentials']);
+const ANYWHERE = new Set(['password', 'passwords', 'passwd', 'passphrase', 'passphrases', 'secret', 'secrets', 'apikey', 'apikeys', 'authorization']);
+const PAIRS = new Set(['api key', 'api keys', 'private key', 'private keys', 'access key', 'access keys']);
+// Not `tokens`: `max_tokens` and `input_tokens` are counts.
+const LAST = new Set(['token', 'cookie', 'cookies', 'credential', 'credentials']);
 
 // Keys repeat endlessly (the same parameter and field names on every call), so the word split is
 // paid once per distinct key. Bounded so hostile inputs with ever-new keys cannot grow it.

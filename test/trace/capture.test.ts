@@ -370,7 +370,8 @@ describe('redaction', () => {
   it('masks keys that look like secrets by default, and keeps look-alikes', () => {
     for (const key of ['api_key', 'apiKey', 'APIKey', 'apikey', 'OPENAI_API_KEY', 'x-api-key', 'password', 'new_password',
       'client_secret', 'secretKey', 'token', 'access_token', 'authToken', 'Authorization', 'proxy-authorization', 'cookie',
-      'set-cookie', 'private_key', 'aws_access_key_id', 'credentials']) {
+      'set-cookie', 'private_key', 'aws_access_key_id', 'credentials', 'passwords', 'apiKeys', 'api_keys', 'accessKeys',
+      'private_keys', 'cookies']) {
       expect(isSecretKey(key), key).toBe(true);
     }
     for (const key of ['max_tokens', 'tokens', 'token_count', 'tokenizer', 'prompt_tokens', 'key', 'monkey', 'author', 'keyboard', 'question']) {
@@ -383,6 +384,9 @@ describe('redaction', () => {
       headers: { Authorization: REDACTED, accept: 'json' },
       config: { apiKey: REDACTED },
     });
+    // Keys of several types: pairs, with string-keyed values masked all the same.
+    const mixed = new Map<unknown, unknown>([['authorization', 'Bearer sk-3'], [1, 'x'], ['accept', 'json']]);
+    expect(copy({ headers: mixed })).toEqual({ headers: [['authorization', REDACTED], [1, 'x'], ['accept', 'json']] });
   });
 
   it('adds listed keys (case-insensitive) to the default rule', () => {
