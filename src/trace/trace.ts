@@ -302,17 +302,23 @@ function observeThenable(
   ): unknown {
     if (observed) return thenable.then(onFulfilled, onRejected);
     observed = true;
-    return thenable.then(
-      (value) => {
-        const seen = onValue(value);
-        return typeof onFulfilled === 'function' ? onFulfilled(seen) : seen;
-      },
-      (reason: unknown) => {
-        onError(reason);
-        if (typeof onRejected === 'function') return onRejected(reason);
-        throw reason;
-      },
-    );
+    try {
+      return thenable.then(
+        (value) => {
+          const seen = onValue(value);
+          return typeof onFulfilled === 'function' ? onFulfilled(seen) : seen;
+        },
+        (reason: unknown) => {
+          onError(reason);
+          if (typeof onRejected === 'function') return onRejected(reason);
+          throw reason;
+        },
+      );
+    } catch (error) {
+      // A `then` that throws at once is how this call failed; the caller gets the throw as before.
+      onError(error);
+      throw error;
+    }
   };
   const proxy = new Proxy(thenable as object, {
     get(target, property) {

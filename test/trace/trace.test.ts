@@ -336,6 +336,20 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
     expect(tracing.span('query').attributes.output).toBe('rows');
   });
 
+  it("ends the span with the error of a thenable whose then throws at once", async () => {
+    const broken = trace(function broken() {
+      return {
+        then() {
+          throw new Error('then boom');
+        },
+      };
+    });
+    await expect(Promise.resolve().then(() => broken())).rejects.toThrow('then boom');
+    const span = tracing.span('broken');
+    expect(span.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'then boom' });
+    expect(span.events.map((event) => event.name)).toEqual(['exception']);
+  });
+
   it('ends the span exactly once on each path', async () => {
     const ends: string[] = [];
     await trace(async function once() {
