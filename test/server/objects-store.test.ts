@@ -124,7 +124,10 @@ describe('object store', () => {
 
     expect(ids(objects.query({ project_id: PROJECT }))).toEqual(['a0', 'b0', 'b1', 'c0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { object_ids: ['b', 'zz'] } }))).toEqual(['b0', 'b1']);
-    expect(ids(objects.query({ project_id: PROJECT, filter: { object_ids: [] } }))).toEqual([]);
+    // An empty list is no filter, as in the hosted service.
+    for (const filter of [{ object_ids: [] }, { base_object_classes: [] }, { leaf_object_classes: [] }]) {
+      expect(ids(objects.query({ project_id: PROJECT, filter }))).toEqual(['a0', 'b0', 'b1', 'c0']);
+    }
     expect(ids(objects.query({ project_id: PROJECT, filter: { is_op: true } }))).toEqual(['a0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { is_op: false } }))).toEqual(['b0', 'b1', 'c0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { latest_only: true } }))).toEqual(['a0', 'b1', 'c0']);

@@ -227,7 +227,9 @@ function buildQuery(request: ObjQueryReq): { sql: string; params: unknown[] } {
     ['leaf_object_class', filter.leaf_object_classes],
   ];
   for (const [column, values] of lists) {
-    if (values === undefined || values === null) continue;
+    // An empty list is no filter, as in the hosted service (`if req.filter.object_ids:`) and as
+    // the calls filter's lists here.
+    if (values === undefined || values === null || values.length === 0) continue;
     where.push(`${column} IN (SELECT value FROM json_each(?))`);
     params.push(JSON.stringify(values));
   }
