@@ -3,8 +3,8 @@
  * inputs read `{question: "..."}` rather than `{arg0: "..."}` (SPEC §5).
  *
  * A small scanner, not a parser: it only needs to find the parameter list and split it at
- * top-level commas, skipping strings, template literals, comments and nested brackets (default
- * values such as `b = f(1, "x,y")`). Anything it cannot read yields `null` for that parameter
+ * top-level commas, skipping strings, template literals, comments, regular expressions and nested
+ * brackets (default values such as `b = f(1, "x,y")` or `sep = /,/`). Anything it cannot read yields `null` for that parameter
  * (destructuring) or for the whole list (native and bound functions), and the caller falls back to
  * `arg<index>`.
  */
@@ -148,12 +148,49 @@ function scanCode<R>(src: string, start: number, nested: string, visit: (ch: str
   return undefined;
 }
 
-/** If a string, template or comment starts at `i`, the index after it; otherwise `i`. */
+/** If a string, template, comment or regular expression starts at `i`, the index after it; otherwise `i`. */
 function skipNonCode(src: string, i: number): number {
   const ch = src[i];
   if (ch === '"' || ch === "'") return skipQuoted(src, i + 1, ch);
   if (ch === '`') return skipTemplate(src, i + 1);
-  return skipComment(src, i);
+  const after = skipComment(src, i);
+  if (after !== i) return after;
+  return ch === '/' && startsRegex(src, i) ? skipRegex(src, i + 1) : i;
+}
+
+/**
+ * Characters after which a `/` begins a regular expression rather than a division: an operator
+ * or an opening bracket, as in a default value `sep = /,/` (after a name, a number or a closing
+ * bracket it divides: `n = total / 2`).
+ */
+const BEFORE_REGEX = new Set('(,=:[!&|?{};+-*%<>~^');
+
+function startsRegex(src: string, slash: number): boolean {
+  let i = slash - 1;
+  while (i >= 0 && /\s/.test(src[i]!)) i--;
+  return i < 0 || BEFORE_REGEX.has(src[i]!);
+}
+
+/** The index after the regular expression whose body starts at `i` (past its closing `/` and flags). */
+function skipRegex(src: string, i: number): number {
+  let inClass = false;
+  while (i < src.length) {
+    const ch = src[i];
+    if (ch === '\\') i += 2;
+    else if (ch === '\n') break;
+    else if (inClass) {
+      if (ch === ']') inClass = false;
+      i++;
+    } else if (ch === '[') {
+      inClass = true;
+      i++;
+    } else if (ch === '/') {
+      i++;
+      while (i < src.length && isIdentifierChar(src[i])) i++;
+      return i;
+    } else i++;
+  }
+  throw new SyntaxError('unterminated regular expression');
 }
 
 function skipComment(src: string, i: number): number {

@@ -40,6 +40,13 @@ describe('parseParams', () => {
     expect(names("function f(a = '\\'', b) {}")).toEqual(['a', 'b']);
   });
 
+  it('skips regular expressions in defaults, and tells them from divisions', () => {
+    expect(names('function split(sep = /,/, text, limit) {}')).toEqual(['sep', 'text', 'limit']);
+    expect(names('function f(a = /[/,)]\\//gu, b = [/,/], c) {}')).toEqual(['a', 'b', 'c']);
+    expect(names('function f(half = total / 2, b = (x) / 2, c) {}')).toEqual(['half', 'b', 'c']);
+    expect(names('(a = !/,/.test(s), b) => a')).toEqual(['a', 'b']);
+  });
+
   it('marks destructured parameters as unnamed and reads rest parameters', () => {
     expect(names('function f({ a, b }, [c, d], ...rest) {}')).toEqual([null, null, '...rest']);
     expect(names('function f(a, ...[b, c]) {}')).toEqual(['a', '...null']);
