@@ -120,6 +120,17 @@ describe('trace(): one span per call', () => {
     expect(outputOf('opaque')).toBe('[Opaque]');
   });
 
+  it('results the mapping reads as empty (0, false, empty text or list) give the call no output (documented)', () => {
+    // SPEC §3 takes the first non-empty value, as the hosted service does; the span still has it.
+    const empties: Record<string, unknown> = { zero: 0, no: false, blank: '', none: [] };
+    for (const [name, result] of Object.entries(empties)) trace(() => result, { name })();
+    for (const name of Object.keys(empties)) {
+      expect(toCallParts(tracing.span(name), 'acme/demo').end.output, name).toBeNull();
+    }
+    expect(tracing.span('zero').attributes.output).toBe(0);
+    expect(tracing.span('no').attributes.output).toBe(false);
+  });
+
   it('writes no output attribute for undefined or null results', () => {
     trace(function nothing() {})();
     trace(function empty() {
