@@ -185,7 +185,10 @@ function copyByKind(obj: object, walk: Walk, depth: number): unknown {
   if (types.isArrayBufferView(obj)) return copyView(obj, walk, depth);
   if (types.isAnyArrayBuffer(obj)) return copyBytes(new Uint8Array(obj), 'ArrayBuffer', walk);
   if (types.isMap(obj)) return copyMap(obj as Map<unknown, unknown>, walk, depth);
-  if (types.isSet(obj)) return copyList([...(obj as Set<unknown>)], walk, depth);
+  if (types.isSet(obj)) {
+    const set = obj as Set<unknown>;
+    return copyList(head(set, walk.limits.items), walk, depth, set.size);
+  }
   if (types.isRegExp(obj)) return String(obj);
   if (types.isBoxedPrimitive(obj)) return copyValue(obj.valueOf(), walk, depth);
   if (types.isPromise(obj)) return '[Promise]';
@@ -284,7 +287,11 @@ function copyPlain(obj: object, walk: Walk, depth: number): unknown {
   return copyProperties(obj, Object.keys(obj), walk, depth);
 }
 
-function copyList(list: readonly unknown[], walk: Walk, depth: number): unknown[] {
+/**
+ * The first `limits.items` items of `list`, copied, then a marker counting the rest of `total`.
+ * Reads only those items: a typed array or the head of a Set is never copied whole first.
+ */
+function copyList(list: ArrayLike<unknown>, walk: Walk, depth: number, total: number = list.length): unknown[] {
   const count = Math.min(list.length, walk.limits.items);
   const out: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
@@ -298,7 +305,18 @@ function copyList(list: readonly unknown[], walk: Walk, depth: number): unknown[
     walk.path.pop();
     out[i] = item === undefined ? null : item;
   }
-  if (list.length > count) out.push(`[${list.length - count} more items]`);
+  if (total > count) out.push(`[${total - count} more items]`);
+  return out;
+}
+
+/** The first `count` values of `iterable`, without reading the rest. */
+function head<T>(iterable: Iterable<T>, count: number): T[] {
+  const out: T[] = [];
+  if (count <= 0) return out;
+  for (const item of iterable) {
+    out.push(item);
+    if (out.length >= count) break;
+  }
   return out;
 }
 
@@ -374,7 +392,7 @@ function copyView(view: ArrayBufferView, walk: Walk, depth: number): unknown {
   }
   if (types.isDataView(view)) return `[DataView ${view.byteLength} bytes]`;
   // Float32Array and friends are usually embeddings: keep them as numbers, capped like lists.
-  return copyList(Array.from(view as unknown as ArrayLike<number | bigint>), walk, depth);
+  return copyList(view as unknown as ArrayLike<number | bigint>, walk, depth);
 }
 
 function copyBytes(bytes: Uint8Array | Uint8ClampedArray, label: string, walk: Walk): string {
@@ -383,20 +401,22 @@ function copyBytes(bytes: Uint8Array | Uint8ClampedArray, label: string, walk: W
 }
 
 function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown {
-  const entries = [...map];
+  // Only the entries that can be kept are read; the rest are counted.
+  const entries = head(map, walk.limits.items);
+  const total = map.size;
   if (entries.every(([key]) => typeof key === 'string')) {
     const out: Record<string, unknown> = {};
-    const count = Math.min(entries.length, walk.limits.items);
+    const count = entries.length;
     for (let i = 0; i < count; i++) {
       const [key, value] = entries[i] as [string, unknown];
       setMember(out, key, copyMember(key, value, walk, depth));
     }
-    if (entries.length > count) setMember(out, MORE_KEYS, `[${entries.length - count} more keys]`);
+    if (total > count) setMember(out, MORE_KEYS, `[${total - count} more keys]`);
     return out;
   }
   // Keys of several types: a list of [key, value] pairs, each value under the same redaction
   // as an object member when its key is a string (a headers Map keyed by strings and symbols).
-  const count = Math.min(entries.length, walk.limits.items);
+  const count = entries.length;
   const pairs: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
     const [key, value] = entries[i]!;
@@ -409,7 +429,7 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
       walk.path.pop();
     }
   }
-  if (entries.length > count) pairs.push(`[${entries.length - count} more items]`);
+  if (total > count) pairs.push(`[${total - count} more items]`);
   return pairs;
 }
 

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { CapturePolicy } from '../../src/trace/capture.js';
-import { capture, captureText, DEFAULT_MAX_VALUE_BYTES } from '../../src/trace/capture.js';
+import { capture, captureText, DEFAULT_MAX_VALUE_BYTES, MAX_CAPTURED_ITEMS } from '../../src/trace/capture.js';
 import { compileRedactor, isSecretKey, REDACTED } from '../../src/trace/redact.js';
 
 const policy = (overrides: Partial<CapturePolicy> = {}): CapturePolicy => ({
@@ -72,6 +72,30 @@ describe('capture: values that are not JSON', () => {
       return this;
     } };
     expect(copy(selfish)).toEqual({ a: 1, toJSON: '[Function toJSON]' });
+  });
+
+  it('reads only the items it keeps of a typed array, a Set or a Map, and counts the rest', () => {
+    const items = MAX_CAPTURED_ITEMS;
+    const floats = copy(new Float32Array(items + 5).fill(0.5)) as unknown[];
+    expect(floats).toHaveLength(items + 1);
+    expect(floats.at(-1)).toBe('[5 more items]');
+    const set = copy(new Set(Array.from({ length: items + 3 }, (_, i) => i))) as unknown[];
+    expect(set.at(-1)).toBe('[3 more items]');
+
+    // A Map whose iteration is counted: the entries past what is kept are never read.
+    let read = 0;
+    class CountingMap<K, V> extends Map<K, V> {
+      override *[Symbol.iterator](): MapIterator<[K, V]> {
+        for (const entry of super[Symbol.iterator]()) {
+          read++;
+          yield entry;
+        }
+      }
+    }
+    const big = new CountingMap(Array.from({ length: items + 7 }, (_, i) => [`k${i}`, i] as [string, number]));
+    const mapped = copy(big) as Record<string, unknown>;
+    expect(mapped['…']).toBe('[7 more keys]'); // the key a cut object's marker goes under
+    expect(read).toBe(items);
   });
 
   it('writes Maps, Sets, Dates, RegExps and boxed primitives readably', () => {
