@@ -64,4 +64,26 @@ describe('migrate', () => {
     expect(db.pragma('user_version', { simple: true })).toBe(2);
     db.close();
   });
+
+  it('takes turns with a second server migrating the same new file at the same moment', () => {
+    const path = join(dir, 'race.db');
+    const other = openSqlite(path);
+    let interleaved = false;
+    // The other server migrates the file just as this one starts its first transaction.
+    const db = openSqlite(path, {
+      verbose: (sql) => {
+        if (interleaved || !/^BEGIN/.test(sql)) return;
+        interleaved = true;
+        migrate(other, MIGRATIONS);
+      },
+    });
+    try {
+      expect(() => migrate(db, MIGRATIONS)).not.toThrow();
+      expect(interleaved).toBe(true);
+      expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    } finally {
+      db.close();
+      other.close();
+    }
+  });
 });

@@ -109,21 +109,24 @@ const CLOSE_CHECKPOINT_WAIT_MS = 200;
 
 /**
  * Apply every migration past the database's `user_version`, each with its version bump in one
- * transaction, so a crash mid-migration leaves the previous version intact.
+ * transaction, so a crash mid-migration leaves the previous version intact. Each step reads the
+ * version inside its own write transaction (BEGIN IMMEDIATE): two servers opening the same new
+ * file at once take turns, and the second finds the steps the first applied instead of running
+ * them again ("table calls already exists").
  */
 export function migrate(db: SqliteDatabase, migrations: readonly string[]): void {
-  const current = db.pragma('user_version', { simple: true }) as number;
-  if (current > migrations.length) {
-    throw new Error(
-      `Database schema version ${current} is newer than this server knows (${migrations.length}); use a newer callbridge`,
-    );
-  }
-  for (let version = current + 1; version <= migrations.length; version++) {
-    const ddl = migrations[version - 1] as string;
-    db.transaction(() => {
-      db.exec(ddl);
-      // user_version cannot be bound as a parameter; `version` is our own integer.
-      db.pragma(`user_version = ${version}`);
-    })();
-  }
+  const applyNextStep = db.transaction((): boolean => {
+    const current = db.pragma('user_version', { simple: true }) as number;
+    if (current > migrations.length) {
+      throw new Error(
+        `Database schema version ${current} is newer than this server knows (${migrations.length}); use a newer callbridge`,
+      );
+    }
+    if (current === migrations.length) return false;
+    db.exec(migrations[current] as string);
+    // user_version cannot be bound as a parameter; the version is our own integer.
+    db.pragma(`user_version = ${current + 1}`);
+    return true;
+  });
+  while (applyNextStep.immediate());
 }

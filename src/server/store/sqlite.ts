@@ -286,16 +286,17 @@ class NodeSqliteDatabase implements SqliteDatabase {
     return Object.assign(run('BEGIN'), { immediate: run('BEGIN IMMEDIATE') });
   }
 
+  // Through exec(), so `verbose` sees BEGIN, COMMIT and ROLLBACK as better-sqlite3's does.
   #inTransaction<Result>(begin: string, commit: string, rollback: string, body: () => Result): Result {
-    this.#db.exec(begin);
+    this.exec(begin);
     try {
       const result = body();
       // Inside the try: a COMMIT can fail (a deferred foreign key) and leave the transaction open.
-      this.#db.exec(commit);
+      this.exec(commit);
       return result;
     } catch (error) {
       // Some errors end the transaction themselves; otherwise undo what it wrote.
-      if (this.#db.isTransaction) this.#db.exec(rollback);
+      if (this.#db.isTransaction) this.exec(rollback);
       throw error;
     }
   }
