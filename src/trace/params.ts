@@ -155,24 +155,39 @@ function skipNonCode(src: string, i: number): number {
   if (ch === '`') return skipTemplate(src, i + 1);
   const after = skipComment(src, i);
   if (after !== i) return after;
-  return ch === '/' && startsRegex(src, i) ? skipRegex(src, i + 1) : i;
+  return ch === '/' && startsRegex(src, i) ? skipRegex(src, i) : i;
 }
 
 /**
  * Characters after which a `/` begins a regular expression rather than a division: an operator
  * or an opening bracket, as in a default value `sep = /,/` (after a name, a number or a closing
- * bracket it divides: `n = total / 2`).
+ * bracket it divides: `n = total / 2`), and the keywords an expression follows
+ * (`return /\d+/.test(s)`).
  */
 const BEFORE_REGEX = new Set('(,=:[!&|?{};+-*%<>~^');
+const KEYWORDS_BEFORE_REGEX = new Set(['return', 'typeof', 'case', 'in', 'of', 'yield', 'await', 'void', 'delete', 'instanceof', 'new', 'throw', 'else', 'do']);
 
 function startsRegex(src: string, slash: number): boolean {
   let i = slash - 1;
   while (i >= 0 && /\s/.test(src[i]!)) i--;
-  return i < 0 || BEFORE_REGEX.has(src[i]!);
+  if (i < 0 || BEFORE_REGEX.has(src[i]!)) return true;
+  let start = i;
+  while (start > 0 && isIdentifierChar(src[start - 1])) start--;
+  return KEYWORDS_BEFORE_REGEX.has(src.slice(start, i + 1));
 }
 
-/** The index after the regular expression whose body starts at `i` (past its closing `/` and flags). */
-function skipRegex(src: string, i: number): number {
+/**
+ * If a regular expression starts at the `/` at `slash`, the index after it (past its closing `/`
+ * and flags); otherwise `slash`. A guess that finds no closing `/` on the line was wrong (a
+ * division after `i++`, say): the `/` is then read as code, as if no guess had been made.
+ */
+function skipRegex(src: string, slash: number): number {
+  const end = regexEnd(src, slash + 1);
+  return end < 0 ? slash : end;
+}
+
+/** The index after the regular expression whose body starts at `i`, or -1 if it never closes. */
+function regexEnd(src: string, i: number): number {
   let inClass = false;
   while (i < src.length) {
     const ch = src[i];
@@ -190,7 +205,7 @@ function skipRegex(src: string, i: number): number {
       return i;
     } else i++;
   }
-  throw new SyntaxError('unterminated regular expression');
+  return -1;
 }
 
 function skipComment(src: string, i: number): number {

@@ -45,6 +45,13 @@ describe('parseParams', () => {
     expect(names('function f(a = /[/,)]\\//gu, b = [/,/], c) {}')).toEqual(['a', 'b', 'c']);
     expect(names('function f(half = total / 2, b = (x) / 2, c) {}')).toEqual(['half', 'b', 'c']);
     expect(names('(a = !/,/.test(s), b) => a')).toEqual(['a', 'b']);
+    // After a keyword a / begins a regular expression; a wrong guess (no closing / on the line)
+    // reads the / as code, as before there was any guessing.
+    expect(names('function f(ok = (s) => { return /a+/.test(s) }, b) {}')).toEqual(['ok', 'b']);
+    expect(names('function f(i, n = i++ / 2, m) {}')).toEqual(['i', 'n', 'm']);
+    expect(names('class Parser { static isNumber(s) { return /\\d+/.test(s); } constructor(text, options) {} }')).toEqual(['text', 'options']);
+    expect(names('class A { x = typeof /a?/; constructor(p, q) {} }')).toEqual(['p', 'q']);
+    expect(names('class B { m(s) { return/\\d+/.test(s) } constructor(p) {} }')).toEqual(['p']);
   });
 
   it('marks destructured parameters as unnamed and reads rest parameters', () => {
