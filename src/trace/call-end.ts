@@ -68,10 +68,10 @@ export class CallEnd {
  * Date's ISO text, a Buffer's base64, a stream's `"[Readable]"`), which is written as that string
  * for the same reason. `undefined`/`null` write nothing: the call's output is then null.
  *
- * A result with a `value` member goes to `outputs` instead: the mapping looks up `output.value`
- * before `output`, reaching into `output`'s JSON, so `{value: 0.9, reason: 'ok'}` would read back
- * as `{"output.value": 0.9}`. `outputs`, like `output`, gives the bare value, and no lookup
- * reaches into it.
+ * A result with a `value` member (or JSON text of one) goes to `outputs` instead: the mapping
+ * looks up `output.value` before `output`, reaching into `output`'s JSON, so
+ * `{value: 0.9, reason: 'ok'}` would read back as `{"output.value": 0.9}`. `outputs`, like
+ * `output`, gives the bare value, and no lookup reaches into it.
  *
  * A string that is JSON text of an object or list reads back parsed, and no encoding avoids it:
  * the mapping parses every such attribute string, and only `output`/`outputs` give a bare output
@@ -81,9 +81,11 @@ function writeOutput(span: Span, output: unknown, policy: CapturePolicy): void {
   switch (typeof output) {
     case 'undefined':
       return;
-    case 'string':
-      span.setAttribute(OUTPUT, captureText(output, policy.maxValueBytes));
+    case 'string': {
+      const text = captureText(output, policy.maxValueBytes);
+      span.setAttribute(attributeForText(text), text);
       return;
+    }
     case 'number':
       span.setAttribute(OUTPUT, Number.isFinite(output) ? output : String(output));
       return;
@@ -93,15 +95,24 @@ function writeOutput(span: Span, output: unknown, policy: CapturePolicy): void {
     default: {
       if (output === null) return;
       const { value, json } = capture(output, policy);
-      if (typeof value === 'string') span.setAttribute(OUTPUT, value);
-      else if (isRecord(value) && Object.hasOwn(value, 'value')) span.setAttribute(OUTPUTS, json);
-      else span.setAttribute(OUTPUT, json);
+      if (typeof value === 'string') span.setAttribute(attributeForText(value), value);
+      else span.setAttribute(hasValueMember(value) ? OUTPUTS : OUTPUT, json);
     }
   }
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+/** `outputs` for text the mapping would parse into an object with a `value` member, else `output`. */
+function attributeForText(text: string): string {
+  if (!text.startsWith('{')) return OUTPUT;
+  try {
+    return hasValueMember(JSON.parse(text)) ? OUTPUTS : OUTPUT;
+  } catch {
+    return OUTPUT;
+  }
+}
+
+function hasValueMember(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.hasOwn(value, 'value');
 }
 
 function asException(error: unknown): Exception {

@@ -52,12 +52,12 @@ export interface TraceOptions {
   /**
    * Capture the result as the call's output. Strings, numbers and booleans are written as
    * themselves, other values as JSON text (in `outputs` rather than `output` for an object with a
-   * `value` member, which the mapping would otherwise take alone). One case cannot round-trip: a
-   * returned string that is itself JSON text of an object or list (it starts with `{` or `[` and
-   * parses, e.g. a model's JSON-mode answer `'{"answer": 42}'`) shows in the call as the parsed
-   * value (`{answer: 42}`), because the span -> call mapping shared with the hosted service parses
-   * such strings. The caller still gets the string unchanged; any other string (`'{"answer": 4'`,
-   * `'"x"'`) stays text.
+   * `value` member or JSON text of one, which the mapping would otherwise take alone). One case
+   * cannot round-trip: a returned string that is itself JSON text of an object or list (it starts
+   * with `{` or `[` and parses, e.g. a model's JSON-mode answer `'{"answer": 42}'`) shows in the
+   * call as the parsed value (`{answer: 42}`), because the span -> call mapping shared with the
+   * hosted service parses such strings. The caller still gets the string unchanged; any other
+   * string (`'{"answer": 4'`, `'"x"'`) stays text.
    * @default true
    */
   readonly captureOutput?: boolean;
@@ -302,21 +302,26 @@ function observeThenable(
   ): unknown {
     if (observed) return thenable.then(onFulfilled, onRejected);
     observed = true;
+    let settled = false;
     try {
       return thenable.then(
         (value) => {
+          settled = true;
           const seen = onValue(value);
           return typeof onFulfilled === 'function' ? onFulfilled(seen) : seen;
         },
         (reason: unknown) => {
+          settled = true;
           onError(reason);
           if (typeof onRejected === 'function') return onRejected(reason);
           throw reason;
         },
       );
     } catch (error) {
-      // A `then` that throws at once is how this call failed; the caller gets the throw as before.
-      onError(error);
+      // A `then` that throws before settling is how this call failed. One that settled at once
+      // and then threw carries the caller's own callback's error: the call already ended.
+      // Either way the caller gets the throw as before.
+      if (!settled) onError(error);
       throw error;
     }
   };

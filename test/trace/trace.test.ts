@@ -102,6 +102,15 @@ describe('trace(): one span per call', () => {
     })();
     expect(outputOf('values')).toEqual([{ value: 1 }]);
     expect(jsonAttribute(tracing.span('values'), 'output')).toEqual([{ value: 1 }]);
+    // JSON text of such an object reads back parsed, as any JSON text of an object does: whole.
+    trace(function jsonScore() {
+      return '{"value": 1, "reason": "x"}';
+    })();
+    trace(function boxedScore() {
+      return new String('{"value": 7, "reason": "y"}');
+    })();
+    expect(outputOf('jsonScore')).toEqual({ value: 1, reason: 'x' });
+    expect(outputOf('boxedScore')).toEqual({ value: 7, reason: 'y' });
   });
 
   it('a result that captures as a string reads back as that string, without JSON quotes', () => {
@@ -359,6 +368,32 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
     const span = tracing.span('broken');
     expect(span.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'then boom' });
     expect(span.events.map((event) => event.name)).toEqual(['exception']);
+
+    // A then that settles at once runs the caller's callback inside it: that callback's throw is
+    // the caller's, not the call's (here a stream, whose call is still open when it throws).
+    async function* chunks() {
+      yield 'a';
+      yield 'b';
+    }
+    const eager = trace(function eager() {
+      return {
+        then(onFulfilled: (value: AsyncGenerator<string>) => unknown) {
+          return onFulfilled(chunks());
+        },
+      };
+    });
+    let stream: AsyncGenerator<string> | undefined;
+    expect(() =>
+      eager().then((value) => {
+        stream = value;
+        throw new Error('caller bug');
+      }),
+    ).toThrow('caller bug');
+    const read: string[] = [];
+    for await (const chunk of stream!) read.push(chunk);
+    expect(read).toEqual(['a', 'b']);
+    expect(tracing.span('eager').status.code).toBe(SpanStatusCode.UNSET);
+    expect(jsonAttribute(tracing.span('eager'), 'output')).toEqual(['a', 'b']);
   });
 
   it('ends the span exactly once on each path', async () => {
