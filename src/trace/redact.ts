@@ -6,9 +6,10 @@
  * while `access_token`, `OPENAI_API_KEY` and `x-api-key` are masked. A key is a secret when
  * - any word is `password`, `passwd`, `passphrase`, `secret`, `apikey` (each also plural) or
  *   `authorization`; or
- * - two adjacent words are `api key`, `private key` or `access key` (or their plurals); or
- * - its last word is `token`, `cookie`, `cookies`, `credential` or `credentials` (not `tokens`,
- *   which counts them: `max_tokens`).
+ * - two adjacent words are `api key`, `private key` or `access key` (or their plurals), or
+ *   `tokens` after `access`, `refresh`, `auth`, `api`, `bearer`, `session` or `id`; or
+ * - its last word is `token`, `cookie`, `cookies`, `credential` or `credentials` (not `tokens`
+ *   alone, which counts them: `max_tokens`).
  */
 import { InvalidOptionError } from '../errors.js';
 
@@ -35,8 +36,11 @@ export interface Redactor {
 }
 
 const ANYWHERE = new Set(['password', 'passwords', 'passwd', 'passphrase', 'passphrases', 'secret', 'secrets', 'apikey', 'apikeys', 'authorization']);
-const PAIRS = new Set(['api key', 'api keys', 'private key', 'private keys', 'access key', 'access keys']);
-// Not `tokens`: `max_tokens` and `input_tokens` are counts.
+// `tokens` only after a word that makes them credentials: `max_tokens` and `input_tokens` are counts.
+const PAIRS = new Set([
+  'api key', 'api keys', 'private key', 'private keys', 'access key', 'access keys',
+  'access tokens', 'refresh tokens', 'auth tokens', 'api tokens', 'bearer tokens', 'session tokens', 'id tokens',
+]);
 const LAST = new Set(['token', 'cookie', 'cookies', 'credential', 'credentials']);
 
 // Keys repeat endlessly (the same parameter and field names on every call), so the word split is

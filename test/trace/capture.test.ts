@@ -395,7 +395,7 @@ describe('redaction', () => {
     for (const key of ['api_key', 'apiKey', 'APIKey', 'apikey', 'OPENAI_API_KEY', 'x-api-key', 'password', 'new_password',
       'client_secret', 'secretKey', 'token', 'access_token', 'authToken', 'Authorization', 'proxy-authorization', 'cookie',
       'set-cookie', 'private_key', 'aws_access_key_id', 'credentials', 'passwords', 'apiKeys', 'api_keys', 'accessKeys',
-      'private_keys', 'cookies']) {
+      'private_keys', 'cookies', 'access_tokens', 'refreshTokens', 'api_tokens', 'authTokens', 'bearer_tokens', 'session_tokens']) {
       expect(isSecretKey(key), key).toBe(true);
     }
     for (const key of ['max_tokens', 'tokens', 'token_count', 'tokenizer', 'prompt_tokens', 'key', 'monkey', 'author', 'keyboard', 'question']) {
