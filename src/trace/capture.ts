@@ -288,17 +288,24 @@ function copyPlain(obj: object, walk: Walk, depth: number): unknown {
 }
 
 /**
- * The first `limits.items` items of `list`, copied, then a marker counting the rest of `total`.
- * Reads only those items: a typed array or the head of a Set is never copied whole first.
+ * The first `limits.items` items of `list`, each copied by `copyItem`, then a marker counting the
+ * rest of `total`. Reads only those items: a typed array or the head of a Set is never copied
+ * whole first.
  */
-function copyList(list: ArrayLike<unknown>, walk: Walk, depth: number, total: number = list.length): unknown[] {
+function copyList(
+  list: ArrayLike<unknown>,
+  walk: Walk,
+  depth: number,
+  total: number = list.length,
+  copyItem: (item: unknown) => unknown = (item) => copyValue(item, walk, depth + 1),
+): unknown[] {
   const count = Math.min(list.length, walk.limits.items);
   const out: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
     walk.path.push(i);
     let item: unknown;
     try {
-      item = copyValue(list[i], walk, depth + 1);
+      item = copyItem(list[i]);
     } catch (error) {
       item = `[Getter threw: ${messageOf(error)}]`;
     }
@@ -416,21 +423,11 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
   }
   // Keys of several types: a list of [key, value] pairs, each value under the same redaction
   // as an object member when its key is a string (a headers Map keyed by strings and symbols).
-  const count = entries.length;
-  const pairs: unknown[] = new Array(count);
-  for (let i = 0; i < count; i++) {
-    const [key, value] = entries[i]!;
-    walk.path.push(i);
-    try {
-      pairs[i] = [copyValue(key, walk, depth + 2), typeof key === 'string' ? copyMember(key, value, walk, depth + 1) : copyValue(value, walk, depth + 2)];
-    } catch (error) {
-      pairs[i] = `[Getter threw: ${messageOf(error)}]`;
-    } finally {
-      walk.path.pop();
-    }
-  }
-  if (total > count) pairs.push(`[${total - count} more items]`);
-  return pairs;
+  return copyList(entries, walk, depth, total, (entry) => {
+    const [key, value] = entry as [unknown, unknown];
+    const copiedKey = copyValue(key, walk, depth + 2);
+    return [copiedKey, typeof key === 'string' ? copyMember(key, value, walk, depth + 1) : copyValue(value, walk, depth + 2)];
+  });
 }
 
 /** Tighten already-plain JSON data to `limits` (runs no user code). */
