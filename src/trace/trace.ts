@@ -202,7 +202,8 @@ function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Contex
  * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed
  *   (see observeSubclass for how its unhandled rejections stay unhandled);
  * - another thenable (often lazy: a query builder runs on each `then`): a proxy whose `then` is
- *   observed, so the work still runs once, when the caller awaits;
+ *   observed, so the work still runs once, when the caller awaits; its methods that return the
+ *   builder itself return the proxy, so a chain (`.where(...).limit(10)`) stays observed;
  * - a stream: the same object, instrumented (see streams.ts);
  * - anything else: the value itself, the span ended now.
  */
@@ -325,11 +326,17 @@ function observeThenable(
       throw error;
     }
   };
-  const proxy = new Proxy(thenable as object, {
+  const proxy: PromiseLike<unknown> = new Proxy(thenable as object, {
     get(target, property) {
       if (property === 'then') return observedThen;
       const member: unknown = Reflect.get(target, property, target);
-      return typeof member === 'function' ? member.bind(target) : member;
+      if (typeof member !== 'function') return member;
+      // A fluent builder's method returns the builder itself (`query().where(...).limit(10)`):
+      // hand back the proxy, so the chain's final `then` is still the observed one.
+      return function (this: unknown, ...args: unknown[]): unknown {
+        const returned: unknown = Reflect.apply(member, target, args);
+        return returned === target ? proxy : returned;
+      };
     },
   }) as PromiseLike<unknown>;
   end.watch(proxy, () => undefined);

@@ -396,6 +396,28 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
     expect(jsonAttribute(tracing.span('eager'), 'output')).toEqual(['a', 'b']);
   });
 
+  it('observes a query builder through its chain: the awaited then ends the call', async () => {
+    class Query {
+      readonly filters: string[] = [];
+      where(filter: string): this {
+        this.filters.push(filter);
+        return this;
+      }
+      then(onFulfilled: (rows: string[]) => unknown, onRejected?: (reason: unknown) => unknown) {
+        const rows = this.filters.includes('bad') ? Promise.reject(new Error('query failed')) : Promise.resolve(this.filters);
+        return rows.then(onFulfilled, onRejected);
+      }
+    }
+    const findUsers = trace(function findUsers() {
+      return new Query();
+    });
+    expect(await findUsers().where('active').where('admin')).toEqual(['active', 'admin']);
+    await expect(findUsers().where('bad')).rejects.toThrow('query failed');
+    const [ok, failed] = tracing.spans().filter((span) => span.name === 'findUsers');
+    expect(jsonAttribute(ok!, 'output')).toEqual(['active', 'admin']);
+    expect(failed!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'query failed' });
+  });
+
   it('ends the span exactly once on each path', async () => {
     const ends: string[] = [];
     await trace(async function once() {
