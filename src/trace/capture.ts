@@ -55,6 +55,16 @@ interface Limits {
 export const MAX_CAPTURED_ITEMS = 10_000;
 const FIRST_DEPTH = 24;
 const SHRINK_PASSES = 6;
+/**
+ * Characters of text the first copy keeps at full length, as a multiple of `maxValueBytes`;
+ * past it every further string keeps only {@link SHORT_PREFIX} characters. The first copy is
+ * serialised whole before the shrink passes size it down, so without this bound a value holding
+ * many long strings (3000 of 200 KB) cost seconds, or failed outright past the longest string
+ * V8 can make. Far above what fits the budget, so values the passes can share out fairly are
+ * never cut here.
+ */
+const TEXT_BUDGET_FACTOR = 16;
+const SHORT_PREFIX = 32;
 
 const CIRCULAR = '[Circular]';
 const TOO_DEEP = '[Truncated: too deep]';
@@ -72,7 +82,8 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
     const max = policy.maxValueBytes;
     let limits: Limits = { strings: max, items: MAX_CAPTURED_ITEMS, depth: FIRST_DEPTH };
     const cuts: Cuts = new Map();
-    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts }, 0);
+    const text = { remaining: max * TEXT_BUDGET_FACTOR };
+    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts, text }, 0);
     for (let pass = 0; pass < SHRINK_PASSES; pass++) {
       const json = JSON.stringify(data) ?? 'null';
       const bytes = utf8Length(json, max);
@@ -128,6 +139,8 @@ interface Walk {
   readonly ancestors: object[];
   readonly path: Array<string | number>;
   readonly cuts: Cuts;
+  /** Characters the first copy may still keep at full length (see TEXT_BUDGET_FACTOR). */
+  readonly text: { remaining: number };
 }
 
 /**
@@ -138,8 +151,12 @@ type Cuts = Map<string, number>;
 
 function copyValue(value: unknown, walk: Walk, depth: number): unknown {
   switch (typeof value) {
-    case 'string':
-      return value.length > walk.limits.strings ? cutString(value, walk.limits.strings, walk.cuts) : value;
+    case 'string': {
+      const keep = walk.text.remaining > 0 ? walk.limits.strings : SHORT_PREFIX;
+      const copied = value.length > keep ? cutString(value, keep, walk.cuts) : value;
+      walk.text.remaining -= copied.length;
+      return copied;
+    }
     case 'number':
       return copyNumber(value);
     case 'boolean':

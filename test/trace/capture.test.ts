@@ -381,6 +381,20 @@ describe('capture: size caps', () => {
     expect(String(emoji)).toMatch(/^(😀)+…\[truncated \d+ chars\]$/u);
   });
 
+  it('stays bounded with many long strings: past a text budget each keeps a short prefix', () => {
+    // 3000 references to one 200 KB string: 600 M characters if copied whole, past the longest
+    // string V8 can make, so serialising the first copy used to fail the whole capture.
+    const long = 'x'.repeat(200_000);
+    const captured = capture(Array.from({ length: 3000 }, () => long), policy());
+    expect(Array.isArray(captured.value)).toBe(true);
+    expect(Buffer.byteLength(captured.json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    const items = captured.value as string[];
+    expect(items[0]).toMatch(/^x+…\[truncated \d+ chars\]$/);
+    // Under the budget nothing changes: two strings share the budget evenly, as before.
+    const pair = capture([long, long], policy()).value as string[];
+    expect(cutParts(pair[0]!).kept.length).toBe(cutParts(pair[1]!).kept.length);
+  });
+
   it('counts from the original string when a later pass cuts it again', () => {
     // Two long strings and a long list: the passes cut the strings more than once.
     const value = { a: 'x'.repeat(50_000), b: '漢'.repeat(40_000), list: Array.from({ length: 5000 }, (_, i) => i) };
