@@ -7,6 +7,7 @@ import { isUtf8 } from 'node:buffer';
 import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
+import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
 import { ROUTE_MODULES } from './routes/index.js';
@@ -71,7 +72,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   // Bodies are JSON only (plus multipart, whose parser the files routes register themselves).
   app.removeContentTypeParser('text/plain');
-  replaceJsonParserWithStrictUtf8(app);
+  replaceJsonParserWithStrictUtf8(app, options.maxBodyBytes);
+  refuseUnknownContentCodings(app);
   app.decorateRequest('callbridgeUser', null);
 
   app.addHook('onRequest', async (request: FastifyRequest) => {
@@ -109,17 +111,15 @@ export function buildApp(options: AppOptions): FastifyInstance {
 }
 
 /**
- * JSON bodies must be valid UTF-8 (RFC 8259 §8.1). Fastify's own parser decodes leniently, so a
+ * JSON bodies (gzipped or not) must be valid UTF-8 (RFC 8259 §8.1). Fastify's own parser decodes leniently, so a
  * stray byte inside a string would be stored as U+FFFD and acknowledged with a 200: data changed
  * without a word. Decode strictly first, then hand the text to Fastify's parser, which keeps its
  * `__proto__`/`constructor` poisoning checks and its error codes (mapped below). A route may read
  * its bodies verbatim first (`readBodyVerbatim`), after the same UTF-8 check.
  */
-function replaceJsonParserWithStrictUtf8(app: FastifyInstance): void {
+function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: number): void {
   const parseJsonText = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    const bytes = body as Buffer;
+  const parseBytes = (request: FastifyRequest, bytes: Buffer, done: BodyParsed): void => {
     // Validate (simdutf, 0.04 ms per 1 MB batch), then decode: 0.65 ms per 1 MB against
     // 0.66-1.4 ms for a fatal TextDecoder (measured), with the same verdict (both follow the
     // WHATWG definition of valid UTF-8).
@@ -138,10 +138,43 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance): void {
     const text = bytes.toString('utf8');
     // A leading byte order mark is dropped, as TextDecoder did.
     parseJsonText(request, text.charCodeAt(0) === BYTE_ORDER_MARK ? text.slice(1) : text, done);
+  };
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const contentEncoding = request.headers['content-encoding'];
+    if (contentCodingOf(contentEncoding) === 'identity') {
+      parseBytes(request, body as Buffer, done);
+      return;
+    }
+    // Fastify's body limit bounded the compressed bytes; the same limit bounds what they inflate to.
+    decodeContentEncoding(body as Buffer, contentEncoding, maxBodyBytes).then(
+      (bytes) => parseBytes(request, bytes, done),
+      (error: unknown) => done(error as Error, undefined),
+    );
+  });
+}
+
+/**
+ * Refuses a body in a coding the server cannot undo (`content-encoding.ts`) before reading it, and
+ * closes the connection rather than keep a half-read one alive (as Fastify does when its own body
+ * reading fails).
+ */
+function refuseUnknownContentCodings(app: FastifyInstance): void {
+  app.addHook('preParsing', async (request, reply, payload) => {
+    try {
+      contentCodingOf(request.headers['content-encoding']);
+    } catch (error) {
+      void reply.header('connection', 'close');
+      throw error;
+    }
+    return payload;
   });
 }
 
 const BYTE_ORDER_MARK = 0xfeff;
+
+/** A content-type parser's callback (Fastify does not export its type). */
+type BodyParsed = (error: Error | null, body?: unknown) => void;
 
 /** Routing errors (`frameworkErrors`), answered as 400 with these reasons. */
 const FRAMEWORK_ERROR_REASONS: Readonly<Record<string, string>> = {

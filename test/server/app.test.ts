@@ -2,6 +2,7 @@
  * The app shell over real HTTP: authentication, authorization, and every error status of
  * SPEC §2.5, including hostile input that must never produce a 500.
  */
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -149,6 +150,57 @@ describe('errors', () => {
     const response = await raw('/call/read', { headers: { 'content-type': contentType }, body });
     expect(response.status).toBe(415);
     expect(typeof response.body.reason).toBe('string');
+  });
+
+  describe('Content-Encoding', () => {
+    const gzipped = (value: unknown): Buffer => gzipSync(Buffer.from(JSON.stringify(value)));
+    const json = { 'content-type': 'application/json' };
+
+    it('reads a gzipped JSON body, on the verbatim upsert path and the parsed one', async () => {
+      const id = '00000000000000c1';
+      const start = { project_id: 'acme/gz', id, trace_id: '0'.repeat(31) + '2', op_name: 'zipped', started_at: '2026-01-02T03:04:05Z', attributes: {}, inputs: { x: 'é' } };
+      const upsert = await raw('/call/upsert_batch', {
+        headers: { ...json, 'content-encoding': 'gzip' },
+        body: gzipped({ batch: [{ mode: 'start', req: { start } }] }),
+      });
+      expect(upsert.status).toBe(200);
+      const read = await raw('/call/read', { headers: { ...json, 'content-encoding': 'GZIP' }, body: gzipped({ project_id: 'acme/gz', id }) });
+      expect(read.status).toBe(200);
+      expect(read.body.call).toMatchObject({ op_name: 'zipped', inputs: { x: 'é' } });
+    });
+
+    it('answers 400 for a malformed gzip body and for gzipped bytes that are not UTF-8', async () => {
+      const malformed = await raw('/call/read', { headers: { ...json, 'content-encoding': 'gzip' }, body: Buffer.from([0x1f, 0x8b, 1, 2, 3]) });
+      expect(malformed).toMatchObject({ status: 400, body: { reason: 'Malformed gzip body' } });
+      const latin1 = await raw('/call/read', { headers: { ...json, 'content-encoding': 'gzip' }, body: gzipSync(Buffer.from([0x7b, 0xe9, 0x7d])) });
+      expect(latin1).toMatchObject({ status: 400, body: { reason: 'Malformed JSON body: not valid UTF-8' } });
+    });
+
+    it('answers 413 for a gzipped body that inflates past the body limit (a gzip bomb)', async () => {
+      const bomb = gzipSync(Buffer.from(`{"project_id":"acme/gz","pad":"${'a'.repeat(2 * 1024 * 1024)}"}`));
+      expect(bomb.length).toBeLessThan(64 * 1024);
+      const response = await raw('/call/read', { headers: { ...json, 'content-encoding': 'gzip' }, body: bomb });
+      expect(response).toMatchObject({ status: 413, body: { reason: 'Request too large' } });
+    });
+
+    it.each(['br', 'deflate', 'gzip, br', 'compress'])('answers 415 for Content-Encoding %j, naming it', async (coding) => {
+      const response = await raw('/call/read', { headers: { ...json, 'content-encoding': coding }, body: JSON.stringify(readBody) });
+      expect(response.status).toBe(415);
+      expect(response.body.reason).toBe(`Unsupported Content-Encoding ${JSON.stringify(coding)}: send gzip or no encoding`);
+    });
+
+    it('answers 415 for a gzipped multipart upload, which cannot be read', async () => {
+      const form = new FormData();
+      form.set('project_id', 'acme/gz');
+      form.set('file', new Blob(['hello']), 'a.txt');
+      const request = new Request(server.url + '/file/create', { method: 'POST', body: form });
+      const response = await raw('/file/create', {
+        headers: { 'content-type': request.headers.get('content-type')!, 'content-encoding': 'gzip' },
+        body: gzipSync(Buffer.from(await request.arrayBuffer())),
+      });
+      expect(response.status).toBe(415);
+      expect(response.body.reason).toMatch(/Content-Encoding for multipart/);
+    });
   });
 
   it('accepts application/json with a charset', async () => {

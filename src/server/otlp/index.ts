@@ -5,7 +5,8 @@
  * Decisions where SPEC §2.7 is silent:
  * - Encodings: `application/x-protobuf` (also `application/protobuf`) and `application/json`
  *   (OTLP/JSON; snake_case names, enum names and base64 ids accepted besides the canonical forms);
- *   `Content-Encoding` none, `identity` or `gzip`. Other types or encodings: 415.
+ *   `Content-Encoding` none, `identity` or `gzip` (`../content-encoding.ts`, as on every route).
+ *   Other types or encodings: 415.
  * - The project: resource attributes `wandb.entity` + `wandb.project` (both non-empty text) win
  *   over the `project_id` header, per `ResourceSpans`; a request may write several projects. Every
  *   project is authorized before anything is written: one 403 and nothing is written.
@@ -20,7 +21,7 @@
  * - Complete mode (`--complete-mode`) does not apply: it concerns the v1 call-write endpoints, and
  *   OTLP ingest writes whole calls (start and end together) anyway.
  */
-export { contentCodingOf, decodeContentEncoding, formatOf, RESPONSE_CONTENT_TYPES } from './body.js';
+export { formatOf, RESPONSE_CONTENT_TYPES } from './body.js';
 export type { OtlpFormat } from './body.js';
 export { ingestTraceRequest } from './ingest.js';
 export type { IngestResult } from './ingest.js';

@@ -7,6 +7,7 @@
  * read by the parser itself, so Fastify's `bodyLimit` does not bound it.
  */
 import multipart, { type Multipart } from '@fastify/multipart';
+import { contentCodingOf } from '../content-encoding.js';
 import type { FastifyRequest } from 'fastify';
 import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError, HttpError, ValidationError } from '../errors.js';
@@ -59,6 +60,10 @@ export const filesRoutes: RouteModule = (app, ctx) => {
           415,
           `Unsupported content type: send multipart/form-data with "${FILE_CREATE_PROJECT_FIELD}" and "${FILE_CREATE_FILE_FIELD}"`,
         );
+      }
+      if (contentCodingOf(request.headers['content-encoding']) !== 'identity') {
+        // The multipart parser reads the raw stream; the form's parts would be read as garbage.
+        throw new HttpError(415, 'Unsupported Content-Encoding for multipart/form-data: send the form uncompressed');
       }
       const upload = await readUpload(request, ctx);
       return { digest: files.create(upload.projectId, upload.content, upload.wbUserId) };

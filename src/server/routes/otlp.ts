@@ -9,9 +9,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError } from '../errors.js';
+import { decodeContentEncoding } from '../content-encoding.js';
 import {
-  contentCodingOf,
-  decodeContentEncoding,
   decodeTraceRequestJson,
   decodeTraceRequestProtobuf,
   encodeTraceResponseJson,
@@ -35,8 +34,9 @@ export const otlpRoutes: RouteModule = (app, ctx) => {
 
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    // Any content type is read as bytes; the preParsing hook has already answered 415 for the
-    // types and codings OTLP does not use, after authentication and before the body is read.
+    // Any content type is read as bytes; the preParsing hooks have already answered 415 for the
+    // types OTLP does not use (below) and for codings no route reads (app.ts), after
+    // authentication and before the body is read.
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
       done(null, body);
     });
@@ -44,7 +44,6 @@ export const otlpRoutes: RouteModule = (app, ctx) => {
     const preParsing = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       try {
         formatOf(request.headers['content-type']);
-        contentCodingOf(request.headers['content-encoding']);
       } catch (error) {
         // The body stays unread: close the connection rather than keep a half-read one alive
         // (as Fastify does when its own body parsing fails).
