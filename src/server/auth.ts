@@ -54,7 +54,12 @@ function parseBasic(authorization: string | undefined): { username: string; pass
   if (authorization === undefined) return null;
   const match = /^Basic +([A-Za-z0-9+/=]+) *$/i.exec(authorization);
   if (match === null) return null;
-  const decoded = Buffer.from(match[1] as string, 'base64').toString('utf8');
+  const token = match[1] as string;
+  const bytes = Buffer.from(token, 'base64');
+  // Node's decoder stops at the first `=` and skips what it cannot read; only the canonical
+  // (RFC 4648, padded) spelling of the credentials is taken, as Python's b64decode requires padding.
+  if (bytes.toString('base64') !== token) return null;
+  const decoded = bytes.toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon < 0) return null;
   return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };

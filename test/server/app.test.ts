@@ -60,6 +60,9 @@ describe('authentication', () => {
     ['empty credentials', basicAuth({ username: '', password: '' })],
     ['not Basic', 'Bearer abc'],
     ['not base64', 'Basic !!!!'],
+    ['valid credentials followed by junk after the padding', `${basicAuth({ username: 'bob', password: 'pw2' })}AAAA`],
+    ['valid credentials followed by more padding', `${basicAuth({ username: 'alice', password: 'secret' })}==`],
+    ['valid credentials without their padding', basicAuth({ username: 'bob', password: 'pw2' }).replace(/=+$/, '')],
     ['no colon', `Basic ${Buffer.from('devpw').toString('base64')}`],
     ['long garbage', `Basic ${'A'.repeat(10_000)}`],
   ])('answers 401 with WWW-Authenticate for %s', async (_name, authorization) => {
