@@ -54,7 +54,15 @@ interface Limits {
  */
 export const MAX_CAPTURED_ITEMS = 10_000;
 const FIRST_DEPTH = 24;
-const SHRINK_PASSES = 6;
+/**
+ * Passes before giving up on a value: each cuts items by the square root of what is left over,
+ * so even a value a thousand times over its budget converges in well under this many.
+ */
+const SHRINK_PASSES = 12;
+/** The tightest caps the passes go to: a value still over at these is replaced by a marker. */
+const MIN_STRING_CAP = 32;
+const MIN_ITEM_CAP = 4;
+const MIN_DEPTH_CAP = 3;
 /**
  * Characters of text the first copy keeps at full length, as a multiple of `maxValueBytes`;
  * past it every further string keeps only {@link SHORT_PREFIX} characters. The first copy is
@@ -81,22 +89,14 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
   try {
     const max = policy.maxValueBytes;
     let limits: Limits = { strings: max, items: MAX_CAPTURED_ITEMS, depth: FIRST_DEPTH };
-    const cuts: Cuts = new Map();
+    const cuts: Cuts = { strings: new Map(), containers: new WeakMap() };
     const text = { remaining: max * TEXT_BUDGET_FACTOR };
     let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts, text }, 0);
     for (let pass = 0; pass < SHRINK_PASSES; pass++) {
       const json = JSON.stringify(data) ?? 'null';
       const bytes = utf8Length(json, max);
       if (bytes <= max) return { value: data ?? null, json };
-      // Tighten every cap. Strings by the overshoot (and a margin for markers and escapes), from
-      // the longest string there is (a cap above it would cut nothing): one long string over the
-      // budget keeps nearly the whole budget rather than a fraction of it.
-      const longest = Math.min(limits.strings, max, longestString(data, 0));
-      limits = {
-        strings: Math.max(32, Math.floor(longest / ((bytes / max) * 1.05))),
-        items: Math.max(4, Math.floor(limits.items / 2)),
-        depth: Math.max(3, limits.depth - 4),
-      };
+      limits = tighterLimits(data, limits, bytes, max, cuts);
       data = shrink(data, limits, 0, cuts);
     }
     // Fits any budget trace() accepts (at least 64 bytes), and is still an object like inputs.
@@ -107,6 +107,50 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
     const marker = `[Capture failed: ${messageOf(error)}]`;
     return { value: marker, json: JSON.stringify(marker) };
   }
+}
+
+/**
+ * The caps of the next shrinking pass for data whose JSON is `bytes` long, over `max`. Strings
+ * are cut first; lists and objects keep fewer items only when cutting strings cannot make up the
+ * overshoot; depth is cut only when neither can do anything more.
+ */
+function tighterLimits(data: unknown, limits: Limits, bytes: number, max: number, cuts: Cuts): Limits {
+  // Strings by the overshoot (and a margin for markers and escapes), from the longest string
+  // there is (a cap above it would cut nothing): one long string over the budget keeps nearly the
+  // whole budget rather than a fraction of it.
+  const overshoot = (bytes / max) * 1.05;
+  const strings = Math.max(MIN_STRING_CAP, Math.floor(Math.min(limits.strings, max, longestString(data, 0)) / overshoot));
+  const { saved, widest } = measureCuts(data, strings, cuts, 0);
+  if (saved >= bytes - max) return { ...limits, strings };
+  // Items by the overshoot the string cuts leave, by its square root: the cap applies at every
+  // level, so a list of lists shrinks by its square (the next pass finishes a flat list's cut).
+  const left = (Math.max(max, bytes - saved) / max) * 1.05;
+  const items = Math.max(MIN_ITEM_CAP, Math.min(limits.items, Math.floor(widest / Math.sqrt(left))));
+  if (items < widest || saved > 0) return { strings, items, depth: limits.depth };
+  return { strings, items, depth: Math.max(MIN_DEPTH_CAP, limits.depth - 4) };
+}
+
+/**
+ * What cutting strings to `stringCap` characters would save (in characters, markers counted, which
+ * is bytes for ASCII), and the most items any list or object holds (not counting cut markers).
+ */
+function measureCuts(data: unknown, stringCap: number, cuts: Cuts, depth: number): { saved: number; widest: number } {
+  let saved = 0;
+  let widest = 0;
+  const visit = (node: unknown, level: number): void => {
+    if (typeof node === 'string') {
+      const removed = cuts.strings.get(node);
+      const kept = removed === undefined ? node.length : node.length - markerFor(removed).length;
+      if (kept > stringCap) saved += kept - stringCap - markerFor((removed ?? 0) + kept - stringCap).length;
+      return;
+    }
+    if (node === null || typeof node !== 'object' || level > FIRST_DEPTH) return;
+    const children = Array.isArray(node) ? node : Object.values(node);
+    widest = Math.max(widest, children.length - (cuts.containers.has(node) ? 1 : 0));
+    for (const child of children) visit(child, level + 1);
+  };
+  visit(data, depth);
+  return { saved: Math.max(0, saved), widest };
 }
 
 /** Bytes kept free for the marker a cut adds (`…[truncated 9007199254740991 chars]` is 39). */
@@ -122,7 +166,7 @@ export function captureText(text: string, maxBytes: number): string {
   for (let bytes = Buffer.byteLength(text.slice(0, keep)); bytes > room; bytes = Buffer.byteLength(text.slice(0, keep))) {
     keep = Math.max(0, Math.floor((keep * room) / bytes) - 1);
   }
-  return cutString(text, keep, new Map());
+  return cutString(text, keep, { strings: new Map(), containers: new WeakMap() });
 }
 
 /** Byte length of `text`, computed only when the cheap bounds cannot decide against `max`. */
@@ -144,10 +188,14 @@ interface Walk {
 }
 
 /**
- * The strings a capture has cut, each with how many characters its original had beyond the kept
- * prefix: cut again by a later pass, its marker still counts from the user's string.
+ * What a capture has cut, so that a later pass cutting again still counts from the user's value:
+ * each cut string with how many characters its original had beyond the kept prefix, and each cut
+ * list or object (whose last item, or `…` member, is the marker) with how many items it lost.
  */
-type Cuts = Map<string, number>;
+interface Cuts {
+  readonly strings: Map<string, number>;
+  readonly containers: WeakMap<object, number>;
+}
 
 function copyValue(value: unknown, walk: Walk, depth: number): unknown {
   switch (typeof value) {
@@ -329,7 +377,7 @@ function copyList(
     walk.path.pop();
     out[i] = item === undefined ? null : item;
   }
-  if (total > count) out.push(`[${total - count} more items]`);
+  if (total > count) markListCut(out, total - count, walk.cuts);
   return out;
 }
 
@@ -358,7 +406,7 @@ function copyProperties(obj: object, keys: readonly string[], walk: Walk, depth:
     }
     setMember(out, key, copyMember(key, raw, walk, depth));
   }
-  if (keys.length > count) setMember(out, MORE_KEYS, `[${keys.length - count} more keys]`);
+  if (keys.length > count) markObjectCut(out, keys.length - count, walk.cuts);
   return out;
 }
 
@@ -435,7 +483,7 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
       const [key, value] = entries[i] as [string, unknown];
       setMember(out, key, copyMember(key, value, walk, depth));
     }
-    if (total > count) setMember(out, MORE_KEYS, `[${total - count} more keys]`);
+    if (total > count) markObjectCut(out, total - count, walk.cuts);
     return out;
   }
   // Keys of several types: a list of [key, value] pairs, each value under the same redaction
@@ -452,18 +500,38 @@ function shrink(data: unknown, limits: Limits, depth: number, cuts: Cuts): unkno
   if (typeof data === 'string') return shrinkString(data, limits.strings, cuts);
   if (data === null || typeof data !== 'object') return data;
   if (depth >= limits.depth) return TOO_DEEP;
+  // A list or object an earlier cut left ends with its marker: cut again, the marker counts on.
+  const removedBefore = cuts.containers.get(data) ?? 0;
   if (Array.isArray(data)) {
-    const kept = data.slice(0, limits.items).map((item) => shrink(item, limits, depth + 1, cuts));
-    if (data.length > limits.items) kept.push(`[${data.length - limits.items} more items]`);
+    const items = removedBefore > 0 ? data.length - 1 : data.length;
+    const keep = Math.min(items, limits.items);
+    const kept: unknown[] = new Array(keep);
+    for (let i = 0; i < keep; i++) kept[i] = shrink(data[i], limits, depth + 1, cuts);
+    if (removedBefore + items - keep > 0) markListCut(kept, removedBefore + items - keep, cuts);
     return kept;
   }
   const out: Record<string, unknown> = {};
-  const keys = Object.keys(data);
-  for (const key of keys.slice(0, limits.items)) {
+  let keys = Object.keys(data);
+  if (removedBefore > 0) keys = keys.filter((key) => key !== MORE_KEYS);
+  const keep = Math.min(keys.length, limits.items);
+  for (let i = 0; i < keep; i++) {
+    const key = keys[i]!;
     setMember(out, key, shrink((data as Record<string, unknown>)[key], limits, depth + 1, cuts));
   }
-  if (keys.length > limits.items) setMember(out, MORE_KEYS, `[${keys.length - limits.items} more keys]`);
+  if (removedBefore + keys.length - keep > 0) markObjectCut(out, removedBefore + keys.length - keep, cuts);
   return out;
+}
+
+/** Ends a cut list with its marker, and notes the cut for later passes. */
+function markListCut(list: unknown[], removed: number, cuts: Cuts): void {
+  list.push(`[${removed} more items]`);
+  cuts.containers.set(list, removed);
+}
+
+/** Ends a cut object with its `…` member, and notes the cut for later passes. */
+function markObjectCut(object: Record<string, unknown>, removed: number, cuts: Cuts): void {
+  setMember(object, MORE_KEYS, `[${removed} more keys]`);
+  cuts.containers.set(object, removed);
 }
 
 /** Length of the longest string value in plain JSON data (keys are never cut, so not counted). */
@@ -483,7 +551,7 @@ function longestString(data: unknown, depth: number): number {
 
 /** `text` within `keep` characters; a string an earlier pass cut is cut again from its kept prefix. */
 function shrinkString(text: string, keep: number, cuts: Cuts): string {
-  const removed = cuts.get(text);
+  const removed = cuts.strings.get(text);
   if (removed === undefined) return text.length > keep ? cutString(text, keep, cuts) : text;
   const prefix = text.slice(0, text.length - markerFor(removed).length);
   return prefix.length > keep ? cutString(prefix, keep, cuts, removed) : text;
@@ -497,7 +565,7 @@ function cutString(text: string, keep: number, cuts: Cuts, removedBefore = 0): s
   if (code >= 0xd800 && code <= 0xdbff) end--;
   const removed = removedBefore + text.length - end;
   const cut = `${text.slice(0, end)}${markerFor(removed)}`;
-  cuts.set(cut, removed);
+  cuts.strings.set(cut, removed);
   return cut;
 }
 

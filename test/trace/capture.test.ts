@@ -404,6 +404,70 @@ describe('capture: size caps', () => {
   });
 });
 
+describe('capture: sizing down lists and objects', () => {
+  const ints = (count: number) => Array.from({ length: count }, (_, i) => i);
+  /** The items a cut list kept, and the count its marker gives. */
+  const listParts = (list: unknown[]) => {
+    const match = /^\[(\d+) more items\]$/.exec(String(list.at(-1)));
+    expect(match, String(list.at(-1))).not.toBeNull();
+    return { kept: list.slice(0, -1), removed: Number(match![1]) };
+  };
+
+  it.each([
+    ['a list of 300 numbers', 1024, 300],
+    ['a list of 2000 numbers', 4096, 2000],
+    ['a list of 50 000 numbers (cut by the first copy, then again)', 1024, 50_000],
+  ])('keeps the head of %s within the budget, and counts every item cut', (_name, max, count) => {
+    const { value, json } = capture(ints(count), policy({ maxValueBytes: max }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(max);
+    const { kept, removed } = listParts(value as unknown[]);
+    expect(kept).toEqual(ints(kept.length));
+    expect(kept.length + removed).toBe(count);
+    // Most of the budget is used: not halved again and again down to a few items.
+    expect(Buffer.byteLength(json)).toBeGreaterThan(max * 0.7);
+  });
+
+  it('keeps every argument when one of them is a long list', () => {
+    const { value, json } = capture({ label: 'short', values: ints(300) }, policy({ maxValueBytes: 1024 }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(1024);
+    const kept = value as { label: string; values: unknown[] };
+    expect(kept.label).toBe('short');
+    expect(listParts(kept.values).kept.length).toBeGreaterThan(200);
+  });
+
+  it('keeps a list of records and a list of lists (embeddings) as lists, cut at every level', () => {
+    const records = Array.from({ length: 200 }, (_, i) => ({ id: i, name: `item${i}` }));
+    const shortList = capture(records, policy({ maxValueBytes: 2048 }));
+    expect(Buffer.byteLength(shortList.json)).toBeLessThanOrEqual(2048);
+    const { kept, removed } = listParts(shortList.value as unknown[]);
+    expect(kept).toEqual(records.slice(0, kept.length));
+    expect(kept.length + removed).toBe(200);
+
+    const embeddings = Array.from({ length: 200 }, (_, row) => Array.from({ length: 256 }, (_, i) => row + i / 1000));
+    const { value, json } = capture(embeddings, policy());
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    expect(Buffer.byteLength(json)).toBeGreaterThan(DEFAULT_MAX_VALUE_BYTES * 0.5);
+    const rows = listParts(value as unknown[]);
+    expect(rows.kept.length + rows.removed).toBe(200);
+    for (const [index, row] of (rows.kept as unknown[][]).entries()) {
+      const cells = listParts(row);
+      expect(cells.kept).toEqual(embeddings[index]!.slice(0, cells.kept.length));
+      expect(cells.kept.length + cells.removed).toBe(256);
+    }
+  });
+
+  it('counts every key cut from a wide object, across passes', () => {
+    const wide = Object.fromEntries(ints(12_000).map((i) => [`k${i}`, i]));
+    const { value, json } = capture(wide, policy({ maxValueBytes: 2048 }));
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(2048);
+    const kept = value as Record<string, unknown>;
+    const marker = /^\[(\d+) more keys\]$/.exec(String(kept['…']));
+    expect(marker).not.toBeNull();
+    expect(Object.keys(kept).length - 1 + Number(marker![1])).toBe(12_000);
+    expect(kept.k0).toBe(0);
+  });
+});
+
 describe('redaction', () => {
   it('masks keys that look like secrets by default, and keeps look-alikes', () => {
     for (const key of ['api_key', 'apiKey', 'APIKey', 'apikey', 'OPENAI_API_KEY', 'x-api-key', 'password', 'new_password',
