@@ -159,6 +159,8 @@ class PoolTransport implements HttpTransport {
   readonly #pathPrefix: string;
   readonly #authorization: string | undefined;
   readonly #timeoutMs: number;
+  /** Response bodies not yet closed: read by a caller, or handed back to one. */
+  readonly #openBodies = new Set<ResponseBody>();
   #closing: Promise<void> | undefined;
 
   constructor(connection: ResolvedConnection) {
@@ -204,21 +206,27 @@ class PoolTransport implements HttpTransport {
     const timer = setTimeout(() => controller.abort(codedError(TIMEOUT_CODE, 'request timed out')), this.#timeoutMs);
     // The pool's sockets keep the process alive while a request runs; this timer need not.
     timer.unref();
-    const onCallerAbort = (): void => controller.abort(codedError(ABORTED_CODE, 'request aborted by the caller'));
-    callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
+    const detachFromCaller =
+      callerSignal === undefined
+        ? ignore
+        : whenAborted(callerSignal, () => controller.abort(codedError(ABORTED_CODE, 'request aborted by the caller')));
     let status: number | undefined;
     let body: ResponseBody | undefined;
     try {
-      const response = await this.#dispatcher.request({
-        origin: this.#origin,
-        method: request.method ?? 'POST',
-        path: this.#pathPrefix + request.path,
-        headers: this.#headers(request),
-        body: request.body ?? null,
-        signal: controller.signal,
-      });
+      const response = await settledByAbort(
+        this.#dispatcher.request({
+          origin: this.#origin,
+          method: request.method ?? 'POST',
+          path: this.#pathPrefix + request.path,
+          headers: this.#headers(request),
+          body: request.body ?? null,
+          signal: controller.signal,
+        }),
+        controller.signal,
+      );
       status = response.statusCode;
       body = response.body;
+      this.#keepTrackOf(body);
       if (status < 200 || status >= 300) {
         const text = await readCapped(response.body, MAX_ERROR_BODY_BYTES);
         // Not a 2xx, so never 'ok'.
@@ -233,17 +241,29 @@ class PoolTransport implements HttpTransport {
     } finally {
       clearTimeout(timer);
       // A body handed back unread stays cancellable by the caller until it closes.
-      if (callerSignal !== undefined) {
-        const detach = (): void => callerSignal.removeEventListener('abort', onCallerAbort);
-        if (body !== undefined && !body.destroyed) body.once('close', detach);
-        else detach();
-      }
+      if (body !== undefined && !body.destroyed) body.once('close', detachFromCaller);
+      else detachFromCaller();
     }
   }
 
+  /**
+   * Closes the pool once the requests under way have ended. Bodies handed back unread (a stream
+   * the caller stopped reading without closing it) are destroyed first: each holds a connection
+   * that would otherwise never come back, and the pool's close would wait for it forever.
+   */
   close(): Promise<void> {
-    this.#closing ??= this.#dispatcher.close();
+    if (this.#closing === undefined) {
+      for (const body of this.#openBodies) body.destroy();
+      this.#closing = this.#dispatcher.close();
+    }
     return this.#closing;
+  }
+
+  /** Notes a response body until it closes (see `close`). */
+  #keepTrackOf(body: ResponseBody): void {
+    if (body.destroyed) return;
+    this.#openBodies.add(body);
+    body.once('close', () => this.#openBodies.delete(body));
   }
 
   #headers(request: ExchangeRequest): Record<string, string> {
@@ -300,6 +320,68 @@ function userOnlyToken(proxy: string): { token?: string } {
   const { username, password } = new URL(proxy);
   if (username === '' || password !== '') return {};
   return { token: `Basic ${Buffer.from(`${decodeURIComponent(username)}:`).toString('base64')}` };
+}
+
+/**
+ * `request`, or the signal's reason once it aborts, whichever comes first. undici acts on an
+ * abort only once the request has a connection: one queued behind busy connections (a stream
+ * being read slowly holds one) would wait for a free one however long that takes, past its
+ * timeout and past the caller's abort. A response that arrives after giving up is discarded.
+ */
+function settledByAbort(request: Promise<Dispatcher.ResponseData>, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+  if (signal.aborted) {
+    void request.then((late) => late.body.destroy(), ignore);
+    return Promise.reject(signal.reason as Error);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      void request.then((late) => late.body.destroy(), ignore);
+      reject(signal.reason as Error);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    request.then(
+      (response) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(response);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error as Error);
+      },
+    );
+  });
+}
+
+function ignore(): void {}
+
+/** Per caller signal, what its requests under way do when it aborts (see `whenAborted`). */
+const abortCallbacks = new WeakMap<AbortSignal, { readonly callbacks: Set<() => void>; readonly listener: () => void }>();
+
+/**
+ * Runs `callback` when `signal` aborts; returns the function that detaches it. One listener per
+ * signal however many requests share it, removed once none is under way: a batcher's shutdown
+ * signal is shared by every request, and a listener each would trip Node's
+ * MaxListenersExceededWarning past ten at once.
+ */
+function whenAborted(signal: AbortSignal, callback: () => void): () => void {
+  let entry = abortCallbacks.get(signal);
+  if (entry === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      abortCallbacks.delete(signal);
+      for (const run of callbacks) run();
+    };
+    entry = { callbacks, listener };
+    abortCallbacks.set(signal, entry);
+    signal.addEventListener('abort', listener, { once: true });
+  }
+  const { callbacks, listener } = entry;
+  callbacks.add(callback);
+  return () => {
+    if (!callbacks.delete(callback) || callbacks.size > 0 || abortCallbacks.get(signal)?.listener !== listener) return;
+    abortCallbacks.delete(signal);
+    signal.removeEventListener('abort', listener);
+  };
 }
 
 /** Read a body to its end, keeping nothing (the connection then goes back to the pool). */

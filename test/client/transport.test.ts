@@ -212,6 +212,84 @@ describe('transport: failures become outcomes', () => {
     expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
   });
 
+  it('many requests sharing one caller signal add one listener to it, and none once done', async () => {
+    const server = track(await startScriptedServer((_req, res) => setTimeout(() => json(res, 200, {}), 20)));
+    const transport = transportFor(server, { connections: 32 });
+    const shutdown = new AbortController();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const pending = Array.from({ length: 30 }, () => transport.post('/x', '{}', { signal: shutdown.signal }));
+      expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(1);
+      expect((await Promise.all(pending)).every((outcome) => outcome.kind === 'ok')).toBe(true);
+      expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+      // Aborting reaches every request under way.
+      const aborted = Array.from({ length: 12 }, () => transport.post('/x', '{}', { signal: shutdown.signal }));
+      shutdown.abort();
+      for (const outcome of await Promise.all(aborted)) expect(outcome).toMatchObject({ kind: 'retry', code: 'CALLBRIDGE_ABORTED' });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  describe('a request waiting for a connection (every one busy with a response left unread)', () => {
+    /** A server streaming a long JSONL answer on /stream, and `{}` to anything else. */
+    const streamingServer = () =>
+      startScriptedServer((req, res) => {
+        if (req.url !== '/stream') return json(res, 200, {});
+        res.writeHead(200, { 'content-type': 'application/jsonl' });
+        const line = `${JSON.stringify({ pad: 'p'.repeat(1000) })}\n`;
+        let written = 0;
+        const pump = (): void => {
+          while (written < 5000) {
+            written += 1;
+            if (!res.write(line)) return void res.once('drain', pump);
+          }
+          res.end();
+        };
+        pump();
+      });
+    /** Opens the stream on the pool's only connection and reads one chunk of it, then leaves it. */
+    const occupy = async (transport: HttpTransport) => {
+      const opened = await transport.exchange({ path: '/stream' }, (body) => body);
+      expect(opened.kind).toBe('ok');
+      return opened;
+    };
+
+    it('ends at requestTimeoutMs instead of waiting for the connection', async () => {
+      const server = track(await streamingServer());
+      const transport = transportFor(server, { connections: 1, requestTimeoutMs: 300 });
+      await occupy(transport);
+      const started = performance.now();
+      expect(await transport.post('/x', '{}')).toMatchObject({ kind: 'retry', code: TIMEOUT_CODE });
+      // Not a timing assertion: without the fix this waits until the stream is closed (never).
+      expect(performance.now() - started).toBeLessThan(10_000);
+    });
+
+    it("ends when the caller's signal aborts", async () => {
+      const server = track(await streamingServer());
+      const transport = transportFor(server, { connections: 1, requestTimeoutMs: 60_000 });
+      await occupy(transport);
+      const controller = new AbortController();
+      const pending = transport.post('/x', '{}', { signal: controller.signal });
+      setTimeout(() => controller.abort(), 50);
+      expect(await pending).toMatchObject({ kind: 'retry', code: 'CALLBRIDGE_ABORTED' });
+    });
+
+    it('close() destroys the unread response and resolves; what was queued ends too', async () => {
+      const server = track(await streamingServer());
+      const transport = createTransport(resolveConnection({ baseUrl: server.url, connections: 1, requestTimeoutMs: 60_000 }, {}));
+      const opened = await occupy(transport);
+      const queued = transport.post('/x', '{}');
+      await transport.close();
+      expect(opened.kind === 'ok' && opened.value.destroyed).toBe(true);
+      expect((await queued).kind).toBe('ok');
+    });
+  });
+
   it('401 is auth naming the URL and the user, never the password', async () => {
     const server = track(
       await startScriptedServer((_req, res) => json(res, 401, { reason: 'Unauthorized' }, { 'www-authenticate': 'Basic realm="callbridge"' })),
