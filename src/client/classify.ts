@@ -13,8 +13,8 @@
  *   and `Location`, so a misconfigured base URL surfaces instead of looping.
  * - Socket and timeout errors are `retry`. So is an error we do not recognise: losing data on an
  *   unforeseen transient error is worse than retrying until the batcher's deadline. Only errors that
- *   can never succeed on a retry (a closed transport, an invalid request, TLS certificate problems)
- *   are a `reject` with status 0.
+ *   can never succeed on a retry (a closed transport, an invalid request, TLS certificate problems,
+ *   an https:// URL on a plain-HTTP port) are a `reject` with status 0.
  */
 import { STATUS_CODES } from 'node:http';
 import type { FailedOutcome, SendOutcome } from './transport.js';
@@ -69,7 +69,25 @@ const PERMANENT_ERROR_CODES: ReadonlySet<string> = new Set([
   'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
   'CERT_HAS_EXPIRED',
   'ERR_TLS_CERT_ALTNAME_INVALID',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'INVALID_CA',
+  'HOSTNAME_MISMATCH',
+  // A TLS hello answered by a plain-HTTP server (an https:// base URL on an http port).
+  'ERR_SSL_WRONG_VERSION_NUMBER',
 ]);
+
+/**
+ * Whether no retry can fix an error with this code: those listed, and every certificate check
+ * OpenSSL names `CERT_…` (not yet valid, revoked, untrusted…: a clock or a certificate to fix).
+ */
+function isPermanentError(code: string): boolean {
+  return PERMANENT_ERROR_CODES.has(code) || code.startsWith('CERT_');
+}
+
+/** What to check, for errors whose own text does not say. */
+const HINTS: Readonly<Record<string, string>> = {
+  ERR_SSL_WRONG_VERSION_NUMBER: 'the server did not answer in TLS: if it serves plain HTTP, use http:// in baseUrl',
+};
 
 /** A response as the transport read it: status, headers, and the body text (error bodies capped). */
 export interface HttpAnswer {
@@ -152,7 +170,7 @@ function classifyError(failure: TransportFailure, context: ClassifyContext): Fai
   const described = describeError(failure.error, code, context.url);
   const reason = context.proxy === undefined ? described : `${described} (through the proxy ${context.proxy})`;
   const status = failure.status === undefined ? {} : { status: failure.status };
-  if (code !== undefined && PERMANENT_ERROR_CODES.has(code)) {
+  if (code !== undefined && isPermanentError(code)) {
     return { kind: 'reject', status: failure.status ?? 0, reason, code, cause: failure.error };
   }
   const cutDuringUpload = failure.status === undefined && isWriteReset(failure.error, code);
@@ -304,7 +322,9 @@ function describeError(error: unknown, code: string | undefined, url: string): s
   if (code === TIMEOUT_CODE) return `no complete response from ${url} in time (${TIMEOUT_CODE})`;
   const message = error instanceof Error ? error.message : String(error);
   const text = message === '' && error instanceof AggregateError ? 'connection failed' : message;
-  return code === undefined || text.includes(code) ? text : `${code}: ${text}`;
+  const described = code === undefined || text.includes(code) ? text : `${code}: ${text}`;
+  const hint = code === undefined || !Object.hasOwn(HINTS, code) ? undefined : HINTS[code];
+  return hint === undefined ? described : `${described} (${hint})`;
 }
 
 function excerpt(text: string): string {

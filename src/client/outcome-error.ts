@@ -17,6 +17,12 @@ import { TIMEOUT_CODE } from './classify.js';
 import type { FailedOutcome } from './transport.js';
 
 /**
+ * Codes of a request that ran out of time: ours (`requestTimeoutMs` over the whole exchange), and
+ * undici's for a pause longer than that while connecting, awaiting the headers or inside the body.
+ */
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([TIMEOUT_CODE, 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
  * The error to throw for a failed outcome of a request to `url`.
  *
  * @example
@@ -51,7 +57,7 @@ export function errorFromOutcome(outcome: FailedOutcome, url: string): Callbridg
       if (status === undefined || (status >= 200 && status < 300)) {
         // No answer, or an answer whose body broke off: the socket's code is the useful part.
         const network = { ...data, status, errorCode: outcome.code };
-        return outcome.code === TIMEOUT_CODE ? new TimeoutError(network) : new NetworkError(network);
+        return outcome.code !== undefined && TIMEOUT_CODES.has(outcome.code) ? new TimeoutError(network) : new NetworkError(network);
       }
       return status >= 500 ? new ServerError({ ...data, status }) : new RequestRejectedError({ ...data, status });
     }

@@ -252,7 +252,16 @@ describe('classify: errors', () => {
     expect(classify({ error: null }, context)).toMatchObject({ kind: 'retry' });
   });
 
-  it.each(['UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_INVALID_ARG', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED'])(
+  it.each([
+    'UND_ERR_CLOSED',
+    'UND_ERR_DESTROYED',
+    'UND_ERR_INVALID_ARG',
+    'DEPTH_ZERO_SELF_SIGNED_CERT',
+    'CERT_HAS_EXPIRED',
+    'CERT_NOT_YET_VALID',
+    'CERT_REVOKED',
+    'ERR_SSL_WRONG_VERSION_NUMBER',
+  ])(
     '%s (no retry can fix it) is reject with status 0',
     (code) => {
       expect(classify({ error: socketError(code) }, context)).toMatchObject({ kind: 'reject', status: 0, code });

@@ -408,6 +408,27 @@ describe('client: transport failures as error classes', () => {
     }
   });
 
+  it('a stream whose body stalls past requestTimeoutMs is a TimeoutError, with the rows read before it', async () => {
+    const scripted = await startScriptedServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/jsonl' });
+      res.write(`${JSON.stringify({ id: 'a' })}\n`);
+      // ...then nothing more, the connection left open.
+    });
+    const stalled = createClient({ baseUrl: scripted.url, requestTimeoutMs: 200 });
+    const seen: string[] = [];
+    try {
+      const reading = (async () => {
+        for await (const call of stalled.callsStreamQuery({ project_id: 'acme/demo' })) seen.push(call.id);
+      })();
+      const error = await expectRejection(reading, TimeoutError);
+      expect(error).toMatchObject({ retryable: true, errorCode: 'UND_ERR_BODY_TIMEOUT' });
+      expect(seen).toEqual(['a']);
+    } finally {
+      await stalled.close();
+      await scripted.close();
+    }
+  });
+
   it('a 503 is a retryable ServerError with retryAfterMs; a 501 is a ServerError that is not', async () => {
     let status = 503;
     const scripted = await startScriptedServer((_req, res) => {

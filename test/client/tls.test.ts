@@ -44,6 +44,14 @@ describe('the ca option', () => {
     expect((failure as NetworkError).message).toContain(front.url);
   });
 
+  it('an https:// URL on a plain-HTTP port is refused at once with a hint, not retried', async () => {
+    const plain = server.url.replace(/^http:/, 'https:');
+    const failure = await serverInfoVia({ baseUrl: plain }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(NetworkError);
+    expect(failure).toMatchObject({ errorCode: 'ERR_SSL_WRONG_VERSION_NUMBER', retryable: false });
+    expect((failure as NetworkError).message).toContain('use http:// in baseUrl');
+  });
+
   it("trusts the given CA, as PEM text, bytes, in a list, in a bundle, or in OpenSSL's trusted form", async () => {
     const bundle = `subject=CN = other\r\n${otherCa.replaceAll('\n', '\r\n')}\nsome notes - with dashes\n${testCa}`;
     const pooled = Buffer.concat([Buffer.from('xx'), Buffer.from(testCa)]).subarray(2);
