@@ -74,7 +74,12 @@ export interface ServerInfoRes {
 /** An empty answer (`{}`). */
 export type EmptyRes = Record<string, never>;
 
-/** One method per endpoint; every method rejects with a `CallbridgeHttpError` subclass on failure. */
+/**
+ * One method per endpoint; every method rejects with a `CallbridgeHttpError` subclass when the
+ * request fails, and with a `CallbridgeError` before sending a request that cannot be sent (a body
+ * JSON cannot carry: `CALLBRIDGE_INVALID_REQUEST`; a malformed `project_id` in the URL:
+ * `CALLBRIDGE_INVALID_PROJECT_ID`).
+ */
 export interface CallbridgeClient {
   /** Base URL the client talks to, as resolved (explicit option, then env, then default). */
   readonly baseUrl: string;
@@ -264,7 +269,7 @@ class TypedClient implements CallbridgeClient {
   }
 
   #jsonRequest(path: string, body: unknown, options: RequestOptions | undefined): ExchangeRequest {
-    return { path, body: JSON.stringify(body), ...signalOf(options) };
+    return { path, body: requestJson(body, this.#url(path)), ...signalOf(options) };
   }
 
   /** Send, and return the JSON object the endpoint answers, or throw what went wrong. */
@@ -286,14 +291,30 @@ class TypedClient implements CallbridgeClient {
 }
 
 /** `/v2/{entity}/{project}/calls/complete`, each segment percent-encoded. */
-function completePath(projectId: string): string {
-  const slash = projectId.indexOf('/');
-  const entity = projectId.slice(0, slash);
-  const project = projectId.slice(slash + 1);
-  if (slash <= 0 || project === '') {
-    throw new CallbridgeError(`project_id must be "entity/project", got ${JSON.stringify(projectId)}`, 'CALLBRIDGE_INVALID_PROJECT_ID');
+/** `entity/project`, as the exporter's `projectId` option checks it. */
+const PROJECT_ID = /^([^/\s]+)\/([^/\s]+)$/;
+
+function completePath(projectId: unknown): string {
+  const match = typeof projectId === 'string' ? PROJECT_ID.exec(projectId) : null;
+  if (match === null) {
+    const got = typeof projectId === 'string' ? JSON.stringify(projectId) : typeof projectId;
+    throw new CallbridgeError(`project_id must be "entity/project", got ${got}`, 'CALLBRIDGE_INVALID_PROJECT_ID');
   }
-  return `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
+  return `/v2/${encodeURIComponent(match[1]!)}/${encodeURIComponent(match[2]!)}/calls/complete`;
+}
+
+/**
+ * The JSON text of a request body. A value JSON cannot carry (a cycle, a bigint) is the caller's
+ * mistake, not the service's: a `CallbridgeError` (`CALLBRIDGE_INVALID_REQUEST`) naming the
+ * endpoint, before anything is sent.
+ */
+function requestJson(body: unknown, url: string): string {
+  try {
+    return JSON.stringify(body);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new CallbridgeError(`The request to ${url} cannot be sent as JSON: ${reason}`, 'CALLBRIDGE_INVALID_REQUEST', { cause: error });
+  }
 }
 
 function signalOf(options: RequestOptions | undefined): { signal?: AbortSignal } {

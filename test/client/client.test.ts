@@ -113,10 +113,16 @@ describe('client: calls', () => {
     expect((error.detail as Array<{ loc: unknown[] }>)[0]?.loc[0]).toBe('body');
   });
 
-  it('a body JSON cannot carry (a cycle) rejects without sending', async () => {
+  it('a body JSON cannot carry (a cycle, a bigint) rejects with a CallbridgeError naming the endpoint, without sending', async () => {
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
-    await expect(client.callRead(cyclic as never)).rejects.toThrow(TypeError);
+    const error = await expectRejection(client.callRead(cyclic as never), CallbridgeError);
+    expect(error).toMatchObject({ code: 'CALLBRIDGE_INVALID_REQUEST' });
+    expect(error.message).toContain(`${server.url}/call/read cannot be sent as JSON`);
+    const big = await expectRejection(client.objCreate({ obj: { project_id: project, object_id: 'o', val: { n: 1n } } } as never), CallbridgeError);
+    expect(big.code).toBe('CALLBRIDGE_INVALID_REQUEST');
+    const streamed = await expectRejection(client.callsQuery(cyclic as never), CallbridgeError);
+    expect(streamed.code).toBe('CALLBRIDGE_INVALID_REQUEST');
   });
 
   it('callsStreamQuery streams calls; callsQuery collects them; filters and sort apply', async () => {
@@ -169,7 +175,7 @@ describe('client: calls', () => {
     expect((await client.callRead({ project_id: project, id })).call?.display_name).toBe('Renamed ✓');
   });
 
-  it('callsComplete takes its path from project_id and rejects a project_id without a slash', async () => {
+  it('callsComplete takes its path from project_id and rejects one that is not entity/project', async () => {
     const id = nextSpanId();
     const completed = {
       project_id: project,
@@ -185,8 +191,10 @@ describe('client: calls', () => {
     };
     expect(await client.callsComplete({ project_id: project, batch: [completed] })).toEqual({});
     expect((await client.callRead({ project_id: project, id })).call).toMatchObject({ op_name: 'op.complete', output: 1 });
-    const error = await expectRejection(client.callsComplete({ project_id: 'nope', batch: [] }), CallbridgeError);
-    expect(error.code).toBe('CALLBRIDGE_INVALID_PROJECT_ID');
+    for (const projectId of ['nope', 'a/b/c', '/b', 'a/', 'a b/c', undefined, 5]) {
+      const error = await expectRejection(client.callsComplete({ project_id: projectId, batch: [] } as never), CallbridgeError);
+      expect(error.code).toBe('CALLBRIDGE_INVALID_PROJECT_ID');
+    }
   });
 });
 
