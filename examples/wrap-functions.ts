@@ -3,8 +3,9 @@
  * decorators), a streamed model reply turned into one output with `reduce` (a generator, and a web
  * ReadableStream), and `withThread` to group the calls of a conversation.
  *
- * Set CALLBRIDGE_BASE_URL, CALLBRIDGE_PROJECT and credentials (or run `callbridge serve`), then
- * run the compiled file.
+ * Sends to CALLBRIDGE_BASE_URL (default: a local server on port 6345, such as
+ * `callbridge serve --user dev:pw`) with CALLBRIDGE_USERNAME/CALLBRIDGE_PASSWORD or an API key.
+ * Compile, then run (README, "Examples").
  */
 import { register, setCallAttributes, trace, traced, withThread } from 'callbridge';
 
@@ -16,7 +17,8 @@ interface Recipe {
   readonly minutes: number;
 }
 
-// A function: one call per invocation, inputs recorded by parameter name ({ query, limit }).
+// A function: one call per invocation, inputs recorded by parameter name: { query } below, and
+// `limit` too when a caller passes it (an argument left to its default is not recorded).
 const searchRecipes = trace(
   async function searchRecipes(query: string, limit = 2): Promise<Recipe[]> {
     const all: Recipe[] = [
