@@ -18,6 +18,7 @@ Options:
   --complete-mode          answer v1 call writes with CALLS_COMPLETE_MODE_REQUIRED
   --log                    log requests as JSON lines on stdout
   -h, --help               show this help
+  -v, --version            print the version
 
 Environment:
   CALLBRIDGE_USERS="name:password[:entities];name2:password2"   users, added to --user
@@ -28,6 +29,7 @@ At least one user is required (there is no built-in default password).
 /** What the command line asks for. */
 export type Command =
   | { readonly kind: 'help' }
+  | { readonly kind: 'version' }
   | {
       readonly kind: 'serve';
       readonly host: string;
@@ -69,13 +71,15 @@ export function parseCommand(argv: readonly string[], env: Readonly<Record<strin
         'complete-mode': { type: 'boolean' },
         log: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
       },
     });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(usageMessageOf(error as Error & { code?: string }, argv));
   }
   const { values, positionals } = parsed;
   if (values.help === true) return { kind: 'help' };
+  if (values.version === true) return { kind: 'version' };
   const [command, ...extra] = positionals;
   if (command === undefined) throw new UsageError('Missing command: expected "serve"');
   if (command !== 'serve') throw new UsageError(`Unknown command ${JSON.stringify(command)}: expected "serve"`);
@@ -145,6 +149,16 @@ export function parseUser(spec: string, source: string): ServerUser {
     throw new UsageError(`${source}: user ${JSON.stringify(username)} has an invalid entity list ${JSON.stringify(entityList)}`);
   }
   return { username, password, entities };
+}
+
+/**
+ * parseArgs' own message, except for an unknown option: its text advises `--` for a positional
+ * starting with `-`, which no argument of `serve` is.
+ */
+function usageMessageOf(error: Error & { code?: string }, argv: readonly string[]): string {
+  if (error.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return error.message;
+  const unknown = argv.find((arg) => arg.startsWith('-') && error.message.includes(`'${arg.split('=')[0]}'`));
+  return `Unknown option ${JSON.stringify(unknown?.split('=')[0] ?? error.message)}`;
 }
 
 /** Never echo a password back into a terminal or log. */

@@ -5,6 +5,7 @@
  * the server (in-flight requests finish, the database closes) and exit 0. Bad arguments exit 2.
  */
 import { startServer } from '../server/index.js';
+import packageJson from '../../package.json' with { type: 'json' };
 import { parseCommand, USAGE, UsageError } from './args.js';
 
 const EXIT_USAGE = 2;
@@ -23,6 +24,10 @@ async function main(): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
+  if (command.kind === 'version') {
+    process.stdout.write(`${packageJson.version}\n`);
+    return;
+  }
 
   const server = await startServer({
     host: command.host,
@@ -31,6 +36,8 @@ async function main(): Promise<void> {
     users: command.users,
     completeMode: command.completeMode,
     logger: command.logger,
+  }).catch((error: unknown) => {
+    throw withDatabasePath(error, command.dbPath);
   });
   process.stdout.write(`callbridge listening on ${server.url}\n`);
 
@@ -48,6 +55,18 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+}
+
+/**
+ * SQLite's errors do not say which file ("unable to open database file"): a start-up error from
+ * the database names the `--db` path, so the one line printed is enough to act on.
+ */
+function withDatabasePath(error: unknown, dbPath: string): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  const fromSqlite = typeof code === 'string' && code.startsWith('SQLITE_');
+  const message = error instanceof Error ? error.message : '';
+  if (!fromSqlite && !/database/i.test(message)) return error;
+  return new Error(`${message} (--db ${JSON.stringify(dbPath)})`, { cause: error });
 }
 
 main().catch((error: unknown) => {

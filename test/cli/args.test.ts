@@ -48,7 +48,7 @@ describe('parseCommand', () => {
     [['serve', '--user', 'a:b', '--port', '70000'], /--port must be an integer from 0 to 65535, got "70000"/],
     [['serve', '--user', 'a:b', '--port', 'http'], /--port/],
     [['serve', '--user', 'a:b', '--port', '-1'], /--port/],
-    [['serve', '--user', 'a:b', '--verbose'], /Unknown option '--verbose'/],
+    [['serve', '--user', 'a:b', '--verbose'], /Unknown option "--verbose"/],
     [['serve', '--user'], /argument missing|--user/],
     [['serve'], /No users configured/],
     [['serve', '--user', 'nopassword'], /expected NAME:PASSWORD/],

@@ -4,7 +4,7 @@
  * `dist/cli/main.js` is missing, the first test builds it with tsup rather than skipping.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -135,7 +135,8 @@ describe('callbridge serve', () => {
 
   it.each([
     [['serve', '--port', 'x', '--user', 'a:b'], /--port/],
-    [['serve', '--bogus', '--user', 'a:b'], /Unknown option '--bogus'/],
+    [['serve', '--bogus', '--user', 'a:b'], /^callbridge: Unknown option "--bogus"\nRun "callbridge --help" for usage\.\n$/],
+    [['serve', '--bogus=1', '--user', 'a:b'], /^callbridge: Unknown option "--bogus"\n/],
     [['serve'], /No users configured/],
     [['frobnicate'], /Unknown command/],
   ])('exits 2 with a clear message for %j', async (args, message) => {
@@ -144,6 +145,24 @@ describe('callbridge serve', () => {
     expect(cli.stderr()).toMatch(message);
     expect(cli.stderr()).not.toMatch(/\n\s+at /);
     expect(cli.stdout()).toBe('');
+  });
+
+  it('prints the version for --version and -v', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-v']) {
+      const cli = run([flag]);
+      expect((await cli.exited()).code).toBe(0);
+      expect(cli.stdout()).toBe(`${version}\n`);
+    }
+  });
+
+  it('exits 1 with one line naming the --db path when the database cannot be opened', async () => {
+    for (const dbPath of [join(dir, 'no-such-dir', 'calls.db'), dir]) {
+      const cli = run(['serve', '--port', '0', '--db', dbPath, '--user', 'dev:pw']);
+      expect((await cli.exited()).code).toBe(1);
+      expect(cli.stderr()).toMatch(/^callbridge: .*\n$/);
+      expect(cli.stderr()).toContain(`(--db ${JSON.stringify(dbPath)})`);
+    }
   });
 
   it('exits 1 with one line when the port is taken', async () => {
