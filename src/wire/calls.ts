@@ -2,9 +2,10 @@
  * Call records on the wire (SPEC §2.1). One TypeBox schema per body: the server validates with
  * it, and the TypeScript types below are derived from it, so the two cannot drift apart.
  *
- * Only the envelopes (`batch`, `mode`, `req`, `start`/`end`) are closed (`additionalProperties:
- * false` -> 422 on unknown keys). StartedCall/EndedCall are open: the hosted service ignores keys
- * it does not know there, and so do we.
+ * Request bodies are closed (`additionalProperties: false` -> 422 on unknown keys), as the hosted
+ * service's `BaseModelStrict` models are: the envelopes (`batch`, `mode`, `req`, `start`/`end`)
+ * and the read, query, delete and update bodies. StartedCall/EndedCall/CompletedCall are open: the
+ * hosted service ignores keys it does not know there, and so do we.
  *
  * Id shapes (span ids, UUIDs, lowercase only) are a 400 with a reason, not a schema 422, so they
  * are checked by `isCallId`/`isTraceId` rather than by a `pattern` here.
@@ -145,13 +146,16 @@ export type CallsCompleteReq = Static<typeof CallsCompleteReqSchema>;
 
 const Flag = Type.Optional(Type.Union([Type.Boolean(), Type.Null()]));
 
-export const CallReadReqSchema = Type.Object({
-  project_id: Type.String(),
-  id: Type.String(),
-  include_costs: Flag,
-  include_storage_size: Flag,
-  include_total_storage_size: Flag,
-});
+export const CallReadReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    id: Type.String(),
+    include_costs: Flag,
+    include_storage_size: Flag,
+    include_total_storage_size: Flag,
+  },
+  { additionalProperties: false },
+);
 export type CallReadReq = Static<typeof CallReadReqSchema>;
 
 /** One model's entry of `summary.weave.costs` (present with `include_costs`). */
@@ -235,40 +239,56 @@ export type CallsFilter = Static<typeof CallsFilterSchema>;
 // Bounded so every accepted value binds as an SQLite integer.
 const Count = Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()]));
 
-export const CallsQueryReqSchema = Type.Object({
-  project_id: Type.String(),
-  filter: Type.Optional(Type.Union([CallsFilterSchema, Type.Null()])),
-  /** `{"$expr": ...}` (SPEC §2.4); its grammar is checked by the query compiler. */
-  query: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
-  sort_by: Type.Optional(SortByListSchema),
-  limit: Count,
-  offset: Count,
-  columns: StringList,
-  include_costs: Flag,
-  include_storage_size: Flag,
-  include_total_storage_size: Flag,
-});
+export const CallsQueryReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    filter: Type.Optional(Type.Union([CallsFilterSchema, Type.Null()])),
+    /** `{"$expr": ...}` (SPEC §2.4); its grammar is checked by the query compiler. */
+    query: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+    sort_by: Type.Optional(SortByListSchema),
+    limit: Count,
+    offset: Count,
+    columns: StringList,
+    include_costs: Flag,
+    include_storage_size: Flag,
+    include_total_storage_size: Flag,
+    /**
+     * Accepted as the service accepts them, and ignored: the local server stores no refs to
+     * expand (`expand_columns`), and does not put feedback into `summary.weave`.
+     */
+    include_feedback: Flag,
+    expand_columns: StringList,
+    return_expanded_column_values: Flag,
+  },
+  { additionalProperties: false },
+);
 export type CallsQueryReq = Static<typeof CallsQueryReqSchema>;
 
 /** The hosted service caps one delete at 1000 ids. */
 export const MAX_DELETE_IDS = 1000;
 
-export const CallsDeleteReqSchema = Type.Object({
-  project_id: Type.String(),
-  call_ids: Type.Array(Type.String(), { maxItems: MAX_DELETE_IDS }),
-  wb_user_id: Type.Optional(NullableString),
-});
+export const CallsDeleteReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    call_ids: Type.Array(Type.String(), { maxItems: MAX_DELETE_IDS }),
+    wb_user_id: Type.Optional(NullableString),
+  },
+  { additionalProperties: false },
+);
 export type CallsDeleteReq = Static<typeof CallsDeleteReqSchema>;
 export interface CallsDeleteRes {
   num_deleted: number;
 }
 
-export const CallUpdateReqSchema = Type.Object({
-  project_id: Type.String(),
-  call_id: Type.String(),
-  display_name: Type.String(),
-  wb_user_id: Type.Optional(NullableString),
-});
+export const CallUpdateReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    call_id: Type.String(),
+    display_name: Type.String(),
+    wb_user_id: Type.Optional(NullableString),
+  },
+  { additionalProperties: false },
+);
 export type CallUpdateReq = Static<typeof CallUpdateReqSchema>;
 
 /** `op_name` and `display_name` limits of SPEC §2.1 (longer: 400). */

@@ -1,8 +1,8 @@
 /**
  * Feedback records on the wire (SPEC §2.3): the bodies of `/feedback/create`, `/feedback/query`
- * and `/feedback/purge` and what they answer. Request bodies ignore unknown keys, as the hosted
- * service's models do; wrong types, missing fields, bad sort directions and negative limits
- * are a 422.
+ * and `/feedback/purge` and what they answer. Request bodies are closed, as the hosted service's
+ * models are (`extra="forbid"`): unknown keys, wrong types, missing fields, bad sort directions
+ * and negative limits are a 422.
  */
 import { Type, type Static } from 'typebox';
 import { JsonObject, NullableString, SortByListSchema } from './common.js';
@@ -28,7 +28,7 @@ export const FeedbackCreateReqSchema = Type.Object(
     trigger_ref: Type.Optional(NullableString),
     wb_user_id: Type.Optional(NullableString),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type FeedbackCreateReq = Static<typeof FeedbackCreateReqSchema>;
 
@@ -56,7 +56,7 @@ export const FeedbackQueryReqSchema = Type.Object(
     limit: Type.Optional(NullableCount),
     offset: Type.Optional(NullableCount),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type FeedbackQueryReq = Static<typeof FeedbackQueryReqSchema>;
 
@@ -103,7 +103,7 @@ export interface FeedbackQueryRes {
 /** Body of `POST /feedback/purge`: `query` selects records by id only. */
 export const FeedbackPurgeReqSchema = Type.Object(
   { project_id: Type.String(), query: QuerySchema },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type FeedbackPurgeReq = Static<typeof FeedbackPurgeReqSchema>;
 

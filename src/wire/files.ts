@@ -13,7 +13,7 @@ export interface FileCreateRes {
 /** Body of `POST /file/content`. */
 export const FileContentReqSchema = Type.Object(
   { project_id: Type.String(), digest: Type.String({ minLength: 1 }) },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type FileContentReq = Static<typeof FileContentReqSchema>;
 

@@ -2,9 +2,10 @@
  * Versioned objects on the wire (SPEC §2.2): the bodies of `/obj/create`, `/obj/read` and
  * `/objs/query` and what they answer. One TypeBox schema per body; the types derive from it.
  *
- * Like the hosted service's pydantic models, request bodies ignore keys they do not know (the
- * service's SDKs send a few, such as `wb_user_id` and `include_storage_size`); only the
- * `{"obj": ...}` envelope is closed. Wrong types and missing fields are a 422.
+ * Like the hosted service's pydantic models (`BaseModelStrict`, `extra="forbid"`), the request
+ * bodies are closed: an unknown key is a 422 (a misspelt filter would otherwise widen the results
+ * without a word). The object itself (`obj`) stays open, as the service's `ObjSchemaForInsert` is:
+ * its SDKs send a few keys more, such as `wb_user_id`. Wrong types and missing fields are a 422.
  */
 import { Type, type Static } from 'typebox';
 import { NullableString, SortByListSchema } from './common.js';
@@ -50,7 +51,7 @@ export const ObjReadReqSchema = Type.Object(
     digest: Type.String({ minLength: 1 }),
     metadata_only: Type.Optional(NullableBoolean),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type ObjReadReq = Static<typeof ObjReadReqSchema>;
 
@@ -58,11 +59,12 @@ export const ObjectFilterSchema = Type.Object(
   {
     object_ids: Type.Optional(NullableStringList),
     base_object_classes: Type.Optional(NullableStringList),
+    exclude_base_object_classes: Type.Optional(NullableStringList),
     leaf_object_classes: Type.Optional(NullableStringList),
     is_op: Type.Optional(NullableBoolean),
     latest_only: Type.Optional(NullableBoolean),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type ObjectFilter = Static<typeof ObjectFilterSchema>;
 
@@ -75,8 +77,10 @@ export const ObjQueryReqSchema = Type.Object(
     offset: Type.Optional(NullableCount),
     sort_by: Type.Optional(SortByListSchema),
     metadata_only: Type.Optional(NullableBoolean),
+    /** Accepted as the service accepts it; `size_bytes` is in every answer here. */
+    include_storage_size: Type.Optional(NullableBoolean),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
 export type ObjQueryReq = Static<typeof ObjQueryReqSchema>;
 

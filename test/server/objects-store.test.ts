@@ -125,7 +125,7 @@ describe('object store', () => {
     expect(ids(objects.query({ project_id: PROJECT }))).toEqual(['a0', 'b0', 'b1', 'c0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { object_ids: ['b', 'zz'] } }))).toEqual(['b0', 'b1']);
     // An empty list is no filter, as in the hosted service.
-    for (const filter of [{ object_ids: [] }, { base_object_classes: [] }, { leaf_object_classes: [] }]) {
+    for (const filter of [{ object_ids: [] }, { base_object_classes: [] }, { leaf_object_classes: [] }, { exclude_base_object_classes: [] }]) {
       expect(ids(objects.query({ project_id: PROJECT, filter }))).toEqual(['a0', 'b0', 'b1', 'c0']);
     }
     expect(ids(objects.query({ project_id: PROJECT, filter: { is_op: true } }))).toEqual(['a0']);
@@ -133,6 +133,9 @@ describe('object store', () => {
     expect(ids(objects.query({ project_id: PROJECT, filter: { latest_only: true } }))).toEqual(['a0', 'b1', 'c0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { base_object_classes: ['Scorer'] } }))).toEqual(['b0', 'b1', 'c0']);
     expect(ids(objects.query({ project_id: PROJECT, filter: { leaf_object_classes: ['Judge'] } }))).toEqual(['c0']);
+    // As the service's SQL has it, objects without a base class (the op) are left out as well.
+    expect(ids(objects.query({ project_id: PROJECT, filter: { exclude_base_object_classes: ['Model'] } }))).toEqual(['b0', 'b1', 'c0']);
+    expect(ids(objects.query({ project_id: PROJECT, filter: { exclude_base_object_classes: ['Scorer'] } }))).toEqual([]);
     expect(ids(objects.query({ project_id: PROJECT, sort_by: [{ field: 'object_id', direction: 'desc' }] }))).toEqual([
       'c0',
       'b0',

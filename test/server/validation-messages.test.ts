@@ -34,6 +34,36 @@ describe('422 messages', () => {
     }
   });
 
+  it.each([
+    ['/call/read', { project_id: 'acme/v', id: '0000000000000001', include_cost: true }, ['include_cost']],
+    ['/calls/stream_query', { project_id: 'acme/v', limt: 1 }, ['limt']],
+    ['/calls/delete', { project_id: 'acme/v', call_ids: [], call_id: 'x' }, ['call_id']],
+    ['/call/update', { project_id: 'acme/v', call_id: 'x', display_name: 'n', displayName: 'n' }, ['displayName']],
+    ['/obj/read', { project_id: 'acme/v', object_id: 'o', digest: 'latest', metadataOnly: true }, ['metadataOnly']],
+    ['/objs/query', { project_id: 'acme/v', filter: { object_id: ['one'] } }, ['filter', 'object_id']],
+    ['/objs/query', { project_id: 'acme/v', limt: 1 }, ['limt']],
+    ['/feedback/create', { project_id: 'acme/v', weave_ref: 'weave:///acme/v/call/x', feedback_type: 'note', payload: {}, paylod: {} }, ['paylod']],
+    ['/feedback/query', { project_id: 'acme/v', limt: 1 }, ['limt']],
+    ['/feedback/purge', { project_id: 'acme/v', query: { $expr: {} }, dry_run: true }, ['dry_run']],
+    ['/file/content', { project_id: 'acme/v', digest: 'd', name: 'x' }, ['name']],
+  ])('%s refuses an unknown key with a 422 naming it, as the service does (a typo must not widen results)', async (path, body, loc) => {
+    const response = await post(server.url, path, body);
+    expect(response.status).toBe(422);
+    expect(response.body.detail).toContainEqual(expect.objectContaining({ type: 'extra_forbidden', loc: ['body', ...loc] }));
+  });
+
+  it('takes the keys the service declares that the local server does not act on', async () => {
+    const calls = await post(server.url, '/calls/stream_query', {
+      project_id: 'acme/v',
+      include_feedback: true,
+      expand_columns: ['inputs.model'],
+      return_expanded_column_values: false,
+    });
+    expect(calls.status).toBe(200);
+    const objs = await post(server.url, '/objs/query', { project_id: 'acme/v', include_storage_size: true, filter: { exclude_base_object_classes: ['Model'] } });
+    expect(objs.status).toBe(200);
+  });
+
   it('keeps the type error of an optional field and drops its None branch', async () => {
     const response = await post(server.url, '/calls/stream_query', { project_id: 'acme/v', limit: 'ten' });
     expect(response.status).toBe(422);

@@ -233,6 +233,12 @@ function buildQuery(request: ObjQueryReq): { sql: string; params: unknown[] } {
     where.push(`${column} IN (SELECT value FROM json_each(?))`);
     params.push(JSON.stringify(values));
   }
+  const excluded = filter.exclude_base_object_classes;
+  if (excluded !== undefined && excluded !== null && excluded.length > 0) {
+    // As the service's SQL reads it: an object with no base class is left out too (NULL NOT IN).
+    where.push('base_object_class NOT IN (SELECT value FROM json_each(?))');
+    params.push(JSON.stringify(excluded));
+  }
   if (filter.is_op === true) where.push(`kind = 'op'`);
   if (filter.is_op === false) where.push(`kind = 'object'`);
   if (filter.latest_only === true) where.push('is_latest = 1');
