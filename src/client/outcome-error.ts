@@ -13,7 +13,7 @@ import {
   TimeoutError,
   type CallbridgeHttpError,
 } from '../errors.js';
-import { TIMEOUT_CODE } from './classify.js';
+import { ABORTED_CODE, TIMEOUT_CODE } from './classify.js';
 import type { FailedOutcome } from './transport.js';
 
 /**
@@ -52,7 +52,9 @@ export function errorFromOutcome(outcome: FailedOutcome, url: string): Callbridg
       return new RequestRejectedError(data);
     }
     case 'retry': {
-      const data = { url, reason: outcome.reason, retryable: true, retryAfterMs: outcome.afterMs, cause: outcome.cause };
+      // Cancelled through the caller's own signal: sending it again is the caller's call, not advice.
+      const retryable = outcome.code !== ABORTED_CODE;
+      const data = { url, reason: outcome.reason, retryable, retryAfterMs: outcome.afterMs, cause: outcome.cause };
       const { status } = outcome;
       if (status === undefined || (status >= 200 && status < 300)) {
         // No answer, or an answer whose body broke off: the socket's code is the useful part.

@@ -529,6 +529,8 @@ describe('client: transport failures as error classes', () => {
       );
       expect(seen).toEqual(['0000000000000001']);
       expect(error.errorCode).toBe('CALLBRIDGE_ABORTED');
+      // The caller cancelled it: not a failure that advises sending again.
+      expect(error.retryable).toBe(false);
     } finally {
       await streaming.close();
       await scripted.close();
