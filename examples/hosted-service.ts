@@ -6,7 +6,7 @@
  * WF_TRACE_SERVER_URL overrides the service URL (the default below is the hosted one). The key is
  * sent as the password of user `api`, which is how the service takes W&B API keys.
  */
-import { createClient, register, trace } from 'callbridge';
+import { CallbridgeHttpError, createClient, register, trace } from 'callbridge';
 
 const baseUrl = process.env.WF_TRACE_SERVER_URL ?? 'https://trace.wandb.ai';
 const apiKey = process.env.WANDB_API_KEY;
@@ -26,21 +26,34 @@ const summarize = trace(
 );
 await summarize('Tracing works. This sentence is dropped.');
 
-// Deliver now rather than at exit, to report a refused key clearly and read the call back.
+// Deliver now rather than at exit, to report a refused key or an unreachable service clearly and
+// read the call back.
 await tracing.forceFlush();
-const { delivered, dropped } = tracing.exporter.stats();
+const { delivered, dropped, queued, inFlight } = tracing.exporter.stats();
 if (dropped.auth > 0) {
   console.error(`${baseUrl} refused the API key for ${projectId}: check WANDB_API_KEY and the entity`);
   process.exitCode = 1;
+} else if (delivered === 0) {
+  // Still waiting (the service cannot be reached: forceFlush() gives up waiting after
+  // shutdownTimeoutMs, the messages above say why) or dropped for another reason.
+  console.error(`nothing delivered to ${baseUrl} (${queued + inFlight} still waiting, dropped: ${JSON.stringify(dropped)})`);
+  process.exitCode = 1;
 } else {
   const client = createClient({ baseUrl, apiKey });
-  const [latest] = await client.callsQuery({
-    project_id: projectId,
-    filter: { trace_roots_only: true },
-    sort_by: [{ field: 'started_at', direction: 'desc' }],
-    limit: 1,
-  });
-  console.log(`${delivered} call(s) delivered; latest: ${latest?.op_name} (${latest?.summary.weave.status})`);
-  await client.close();
+  try {
+    const [latest] = await client.callsQuery({
+      project_id: projectId,
+      filter: { trace_roots_only: true },
+      sort_by: [{ field: 'started_at', direction: 'desc' }],
+      limit: 1,
+    });
+    console.log(`${delivered} call(s) delivered; latest: ${latest?.op_name} (${latest?.summary.weave.status})`);
+  } catch (error) {
+    if (!(error instanceof CallbridgeHttpError)) throw error;
+    console.error(`delivered, but reading it back failed: ${error.message}`);
+    process.exitCode = 1;
+  } finally {
+    await client.close();
+  }
 }
 await tracing.shutdown();
