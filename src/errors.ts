@@ -22,11 +22,84 @@ export class InvalidOptionError extends TypeError {
   readonly code = 'CALLBRIDGE_INVALID_OPTION';
   readonly option: string;
 
-  constructor(option: string, expected: string, received: unknown) {
-    super(`Expected \`${option}\` to be ${expected}, got ${describe(received)}`);
+  /** `Expected \`option\` to be <expected>, got <received>`. */
+  constructor(option: string, expected: string, received: unknown);
+  /** A message of its own, for a key that is no option at all (see {@link rejectUnknownOptions}). */
+  constructor(option: string, message: { readonly message: string });
+  constructor(option: string, expected: string | { readonly message: string }, received?: unknown) {
+    super(typeof expected === 'string' ? `Expected \`${option}\` to be ${expected}, got ${describe(received)}` : expected.message);
     this.name = 'InvalidOptionError';
     this.option = option;
   }
+}
+
+/**
+ * Refuse the keys of `options` that are not in `known`: a misspelt option (`baseURL`) would
+ * otherwise be ignored without a word, and its default used. The message names the known option
+ * the key most likely meant, compared without case, `_`, `-` and `.` and then by edit distance.
+ * `elsewhere` maps options of another entry point to where they belong (`spanProcessor` to
+ * `register()`), so that one given to the wrong call is told so. Own enumerable string keys only;
+ * a known key whose value is `undefined` is fine (unset). It lives here rather than in options.ts
+ * so that the server can use it without loading the client's modules.
+ *
+ * @example
+ * rejectUnknownOptions({ baseURL: 'http://x' }, ['baseUrl', 'projectId']);
+ * // InvalidOptionError: Unknown option `baseURL` (did you mean `baseUrl`?)
+ */
+export function rejectUnknownOptions(
+  options: object,
+  known: readonly string[],
+  elsewhere: Readonly<Record<string, string>> = {},
+): void {
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const where = Object.hasOwn(elsewhere, key) ? elsewhere[key] : undefined;
+    if (where !== undefined) {
+      throw new InvalidOptionError(key, { message: `Unknown option \`${key}\` here: it is an option of ${where}` });
+    }
+    const meant = likeliestKey(key, [...known, ...Object.keys(elsewhere)]);
+    const hint =
+      meant === undefined
+        ? ` (the options are ${known.map((name) => `\`${name}\``).join(', ')})`
+        : ` (did you mean \`${meant}\`?${Object.hasOwn(elsewhere, meant) ? ` It is an option of ${elsewhere[meant]}.` : ''})`;
+    throw new InvalidOptionError(key, { message: `Unknown option \`${key}\`${hint}` });
+  }
+}
+
+/** The candidate `key` most likely stands for: equal but for case and separators, else one or two typos away. */
+function likeliestKey(key: string, candidates: readonly string[]): string | undefined {
+  const wanted = comparable(key);
+  const same = candidates.find((candidate) => comparable(candidate) === wanted);
+  if (same !== undefined) return same;
+  // Short keys get one typo only: two would make almost anything "mean" `host` or `port`.
+  const allowed = wanted.length <= 5 ? 1 : 2;
+  let best: string | undefined;
+  let bestDistance = allowed + 1;
+  for (const candidate of candidates) {
+    const distance = editDistance(wanted, comparable(candidate));
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+function comparable(key: string): string {
+  return key.toLowerCase().replace(/[-_.\s]/g, '');
+}
+
+/** Levenshtein distance (insertions, deletions, substitutions), for keys of a few dozen characters. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** What a failed request to the service carried: the status (when there was one) and the server's words. */
@@ -149,12 +222,25 @@ export class ReceivedDescription {
   constructor(readonly text: string) {}
 }
 
-function describe(value: unknown): string {
+/**
+ * A received value as an error message shows it, whatever its type: text quoted (and cut),
+ * numbers, booleans, null and undefined as themselves, a bigint as `5n`, a symbol as `Symbol(x)`,
+ * other values by type and tag (`object [object Array]`). Never throws.
+ */
+export function describe(value: unknown): string {
   if (value instanceof ReceivedDescription) return value.text;
   if (typeof value === 'string') {
     if (value.length <= MAX_DESCRIBED_CHARS) return JSON.stringify(value);
     return `${JSON.stringify(value.slice(0, MAX_DESCRIBED_CHARS))}... (${value.length} characters)`;
   }
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value);
-  return `${typeof value} ${Object.prototype.toString.call(value)}`;
+  if (typeof value === 'bigint') return `${value}n`;
+  // String() of a symbol is its description (`Symbol(id)`); a template literal would throw.
+  if (typeof value === 'symbol') return String(value);
+  // The tag may come from a getter of the caller's (`Symbol.toStringTag`), which may throw.
+  try {
+    return `${typeof value} ${Object.prototype.toString.call(value)}`;
+  } catch {
+    return typeof value;
+  }
 }

@@ -6,7 +6,7 @@
  */
 import { blockLabels, certificateBlocks, certificateProblem } from './client/pem.js';
 import { resolveProxy } from './client/proxy.js';
-import { InvalidOptionError, ReceivedDescription } from './errors.js';
+import { InvalidOptionError, ReceivedDescription, rejectUnknownOptions } from './errors.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
 
 const MiB = 1024 * 1024;
@@ -15,12 +15,14 @@ const MiB = 1024 * 1024;
 export interface ConnectionOptions {
   /**
    * Base URL of the service, without a trailing path (`http://127.0.0.1:6345`,
-   * `https://trace.wandb.ai`).
+   * `https://trace.wandb.ai`), as text or a `URL`. No credentials in it (`username`/`password` or
+   * `apiKey` carry them), no query and no fragment: requests would not send them.
    * @default env `CALLBRIDGE_BASE_URL`, then `WF_TRACE_SERVER_URL`, then `http://127.0.0.1:6345`
    */
-  readonly baseUrl?: string;
+  readonly baseUrl?: string | URL;
   /**
-   * Basic-auth user name.
+   * Basic-auth user name, without `:` (RFC 7617). A user name needs a password (`''` for an
+   * empty one), and a password a user name.
    * @default env `CALLBRIDGE_USERNAME`; `api` when an API key is used
    */
   readonly username?: string;
@@ -202,21 +204,58 @@ export interface ResolvedExporterOptions extends ResolvedConnection, ResolvedDel
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Resolve connection options: explicit option, then environment, then default. */
-export function resolveConnection(options: ConnectionOptions = {}, env: Env = process.env): ResolvedConnection {
-  const baseUrl = firstSet(options.baseUrl, env.CALLBRIDGE_BASE_URL, env.WF_TRACE_SERVER_URL) ?? DEFAULT_BASE_URL;
-  let parsed: URL;
-  try {
-    parsed = new URL(baseUrl);
-  } catch {
-    throw new InvalidOptionError('baseUrl', 'an http(s) URL', baseUrl);
+/** Every key of `T`, listed once; the compiler checks that none is missing or extra. */
+function keysOf<T>(keys: { readonly [K in keyof Required<T>]: true }): readonly string[] {
+  return Object.keys(keys);
+}
+
+const CONNECTION_KEYS = keysOf<ConnectionOptions>({
+  baseUrl: true, username: true, password: true, apiKey: true, requestTimeoutMs: true, connections: true, ca: true, proxy: true,
+});
+const EXPORTER_KEYS = [
+  ...CONNECTION_KEYS,
+  ...keysOf<DeliveryOptions>({
+    maxBatchItems: true, maxBatchBytes: true, flushIntervalMs: true, maxQueueBytes: true, backpressureMs: true,
+    concurrency: true, maxRetryMs: true, shutdownTimeoutMs: true, logLevel: true,
+  }),
+  ...keysOf<Omit<ExporterOptions, keyof ConnectionOptions | keyof DeliveryOptions>>({ projectId: true, deliveryThread: true, flushOnExit: true }),
+];
+// `register()` takes these itself and hands the rest to the exporter (exporter/register.ts).
+const REGISTER_ONLY = { global: 'register()', spanProcessor: 'register()' };
+// Given to `createClient()`, the exporter's own options are a mix-up, said as such.
+const EXPORTER_ONLY: Record<string, string> = Object.fromEntries(
+  EXPORTER_KEYS.filter((key) => !CONNECTION_KEYS.includes(key)).map((key) => [
+    key,
+    key === 'projectId'
+      ? 'register() and new CallbridgeExporter(); the client takes `project_id` in each request'
+      : 'register() and new CallbridgeExporter(), not of createClient()',
+  ]),
+);
+
+/** `options` as an object (`undefined` as none); `null`, text and other values are refused. */
+function optionsObject<T extends object>(options: T | undefined): T {
+  if (options === undefined) return {} as T;
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('options', 'an object', options);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new InvalidOptionError('baseUrl', 'an http(s) URL', baseUrl);
-  }
+  return options;
+}
+
+/**
+ * Resolve connection options (`createClient()`'s): explicit option, then environment, then default.
+ * Keys that are no connection option are refused.
+ */
+export function resolveConnection(options?: ConnectionOptions, env: Env = process.env): ResolvedConnection {
+  const given = optionsObject(options);
+  rejectUnknownOptions(given, CONNECTION_KEYS, EXPORTER_ONLY);
+  return connection(given, env);
+}
+
+function connection(options: ConnectionOptions, env: Env): ResolvedConnection {
+  const { baseUrl, parsed } = resolveBaseUrl(options.baseUrl, env);
   const { username, password } = resolveCredentials(options, env);
   return {
-    baseUrl: baseUrl.replace(/\/+$/, ''),
+    baseUrl,
     username,
     password,
     requestTimeoutMs: boundedInteger('requestTimeoutMs', options.requestTimeoutMs, DEFAULTS.requestTimeoutMs, MAX_TIMER_MS, 1),
@@ -268,21 +307,139 @@ function looksLikePath(text: string): boolean {
   return text.length <= 1024 && !/[\r\n]/.test(text) && (/[\\/]/.test(text) || /\.(pem|crt|cer|der)$/i.test(text));
 }
 
+const BASE_URL_EXPECTED = 'an http(s) URL';
+
+/**
+ * `baseUrl`: the option (text, or a `URL` by its `href`), else `CALLBRIDGE_BASE_URL`, else
+ * `WF_TRACE_SERVER_URL`, else the default; without its trailing slashes. Refused: an explicit
+ * `''` (it would silently mean the environment or the default), and anything requests would not
+ * send as given: credentials (they would be dropped on the wire, and printed in every message that
+ * names the URL), a query or a fragment. A refused value is quoted without its credentials or
+ * query, which may hold secrets, and with the variable it came from.
+ */
+function resolveBaseUrl(option: unknown, env: Env): { baseUrl: string; parsed: URL } {
+  let text: string;
+  let source: string | undefined;
+  if (option instanceof URL) {
+    text = option.href;
+  } else if (option !== undefined) {
+    if (typeof option !== 'string') throw new InvalidOptionError('baseUrl', `${BASE_URL_EXPECTED} (a string or URL)`, option);
+    if (option === '') {
+      throw new InvalidOptionError('baseUrl', `${BASE_URL_EXPECTED} (leave it out to use CALLBRIDGE_BASE_URL, WF_TRACE_SERVER_URL or ${DEFAULT_BASE_URL})`, option);
+    }
+    text = option;
+  } else if (env.CALLBRIDGE_BASE_URL) {
+    [text, source] = [env.CALLBRIDGE_BASE_URL, 'CALLBRIDGE_BASE_URL'];
+  } else if (env.WF_TRACE_SERVER_URL) {
+    [text, source] = [env.WF_TRACE_SERVER_URL, 'WF_TRACE_SERVER_URL'];
+  } else {
+    text = DEFAULT_BASE_URL;
+  }
+  const from = source === undefined ? '' : ` (from ${source})`;
+  const refuse = (expected: string, received: string): never => {
+    throw new InvalidOptionError('baseUrl', expected, new ReceivedDescription(`${received}${from}`));
+  };
+  let parsed: URL;
+  try {
+    parsed = new URL(text);
+  } catch {
+    return refuse(BASE_URL_EXPECTED, JSON.stringify(withoutSecrets(text)));
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') refuse(BASE_URL_EXPECTED, JSON.stringify(withoutSecrets(text)));
+  if (parsed.username !== '' || parsed.password !== '') {
+    refuse(
+      `${BASE_URL_EXPECTED} without credentials (put credentials in username/password or apiKey${source === undefined ? '' : ', or their variables'})`,
+      `a URL with credentials before the host (${parsed.protocol}//***@${parsed.host}${parsed.pathname})`,
+    );
+  }
+  const query = /[?#]/.exec(text)?.[0];
+  if (query !== undefined) {
+    refuse(
+      `${BASE_URL_EXPECTED} without a query or fragment (requests would not send them)`,
+      `a URL with a ${query === '?' ? 'query' : 'fragment'} (${parsed.origin}${parsed.pathname}${query}...)`,
+    );
+  }
+  return { baseUrl: text.replace(/\/+$/, ''), parsed };
+}
+
+/**
+ * URL text as an error message may show it: what comes before its last `@` (credentials; a
+ * password may hold `/`, `?` or `@`) and the query or fragment are masked: they may hold secrets.
+ */
+function withoutSecrets(text: string): string {
+  const masked = text.replace(/^([a-z][a-z\d+.-]*:\/*)?.*@/is, (_match, scheme: string | undefined) => `${scheme ?? ''}***@`).replace(/([?#]).*$/s, '$1...');
+  return masked.length <= MAX_QUOTED_URL_CHARS ? masked : `${masked.slice(0, MAX_QUOTED_URL_CHARS)}...`;
+}
+
+/** Longest URL text a message quotes (a whole pasted file helps no one). */
+const MAX_QUOTED_URL_CHARS = 120;
+
+/**
+ * The Basic-auth pair: explicit options (either half; the other half from the environment), else
+ * the `apiKey` option (user `api`), else `CALLBRIDGE_USERNAME`/`CALLBRIDGE_PASSWORD`, else an API
+ * key from the environment. Refused at construction rather than answered 401 later: a user name
+ * with `:` (Basic auth would send `a:b:pw`, read as user `a`), and half a pair (a user name with no
+ * password set anywhere, or a password with no user name), each named with where it came from.
+ */
 function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {
+  const username = optionalText('username', options.username);
+  const password = optionalText('password', options.password);
+  const apiKey = optionalText('apiKey', options.apiKey);
   // An explicit option of either kind wins over anything in the environment.
-  if (options.username !== undefined || options.password !== undefined) {
-    return {
-      username: options.username ?? env.CALLBRIDGE_USERNAME ?? '',
-      password: options.password ?? env.CALLBRIDGE_PASSWORD ?? '',
-    };
+  if (username !== undefined || password !== undefined) {
+    return checkedPair(
+      username ?? env.CALLBRIDGE_USERNAME,
+      username !== undefined ? 'option' : 'CALLBRIDGE_USERNAME',
+      password ?? env.CALLBRIDGE_PASSWORD,
+      password !== undefined ? 'option' : 'CALLBRIDGE_PASSWORD',
+    );
   }
-  if (options.apiKey !== undefined) return { username: 'api', password: options.apiKey };
-  if (env.CALLBRIDGE_USERNAME || env.CALLBRIDGE_PASSWORD) {
-    return { username: env.CALLBRIDGE_USERNAME ?? '', password: env.CALLBRIDGE_PASSWORD ?? '' };
-  }
-  const apiKey = firstSet(env.CALLBRIDGE_API_KEY, env.WANDB_API_KEY);
   if (apiKey !== undefined) return { username: 'api', password: apiKey };
+  if (env.CALLBRIDGE_USERNAME || env.CALLBRIDGE_PASSWORD) {
+    return checkedPair(env.CALLBRIDGE_USERNAME, 'CALLBRIDGE_USERNAME', env.CALLBRIDGE_PASSWORD, 'CALLBRIDGE_PASSWORD');
+  }
+  const envApiKey = firstSet(env.CALLBRIDGE_API_KEY, env.WANDB_API_KEY);
+  if (envApiKey !== undefined) return { username: 'api', password: envApiKey };
   return { username: '', password: '' };
+}
+
+/** The pair as resolved (`undefined`: set nowhere), checked; `*From` name the option or variable. */
+function checkedPair(
+  username: string | undefined,
+  usernameFrom: string,
+  password: string | undefined,
+  passwordFrom: string,
+): { username: string; password: string } {
+  const fromUser = usernameFrom === 'option' ? '' : ` (from ${usernameFrom})`;
+  if (username !== undefined && username.includes(':')) {
+    // Quoted up to the colon only: what follows may be a password pasted as `user:password`.
+    throw new InvalidOptionError(
+      'username',
+      'a user name without ":" (Basic auth cannot carry one; the server would read the user name as the part before it)',
+      new ReceivedDescription(`${JSON.stringify(`${username.slice(0, username.indexOf(':') + 1)}...`)}${fromUser}`),
+    );
+  }
+  if (username !== undefined && username !== '' && password === undefined) {
+    throw new InvalidOptionError(
+      'password',
+      `set along with the user name ${JSON.stringify(username)}${fromUser}: the password option or CALLBRIDGE_PASSWORD ('' for an empty password)`,
+      new ReceivedDescription('none'),
+    );
+  }
+  if ((username === undefined || username === '') && password !== undefined && password !== '') {
+    throw new InvalidOptionError(
+      'username',
+      `set along with the password${passwordFrom === 'option' ? '' : ` (from ${passwordFrom})`}: the username option or CALLBRIDGE_USERNAME (for an API key: apiKey, sent as user "api")`,
+      new ReceivedDescription(username === undefined ? 'none' : '""'),
+    );
+  }
+  return { username: username ?? '', password: password ?? '' };
+}
+
+/** An optional text option: its value, `undefined` when not given; anything but text refused. */
+function optionalText(name: string, value: unknown): string | undefined {
+  if (value !== undefined && typeof value !== 'string') throw new InvalidOptionError(name, 'a string', value);
+  return value;
 }
 
 /** Resolve and validate delivery options against `DEFAULTS`. */
@@ -306,20 +463,40 @@ export function resolveDelivery(options: DeliveryOptions = {}, env: Env = proces
 }
 
 const PROJECT_ID = /^[^/\s]+\/[^/\s]+$/;
+const PROJECT_ID_EXPECTED = 'an "entity/project" string (option or CALLBRIDGE_PROJECT)';
 
-/** Resolve everything the exporter needs; throws `InvalidOptionError` on the first bad option. */
-export function resolveExporterOptions(options: ExporterOptions = {}, env: Env = process.env): ResolvedExporterOptions {
-  const projectId = firstSet(options.projectId, env.CALLBRIDGE_PROJECT);
-  if (projectId === undefined || !PROJECT_ID.test(projectId)) {
-    throw new InvalidOptionError('projectId', 'an "entity/project" string (option or CALLBRIDGE_PROJECT)', projectId);
-  }
-  const deliveryThread = options.deliveryThread ?? 'auto';
+/**
+ * Resolve everything the exporter needs (`new CallbridgeExporter()`'s and, through it,
+ * `register()`'s options); throws `InvalidOptionError` on the first bad option or unknown key.
+ */
+export function resolveExporterOptions(options?: ExporterOptions, env: Env = process.env): ResolvedExporterOptions {
+  const given = optionsObject(options);
+  rejectUnknownOptions(given, EXPORTER_KEYS, REGISTER_ONLY);
+  const projectId = resolveProjectId(given.projectId, env);
+  const deliveryThread = given.deliveryThread ?? 'auto';
   if (deliveryThread !== 'auto' && deliveryThread !== 'worker' && deliveryThread !== 'main') {
     throw new InvalidOptionError('deliveryThread', "'auto', 'worker' or 'main'", deliveryThread);
   }
-  const flushOnExit = options.flushOnExit ?? true;
+  const flushOnExit = given.flushOnExit ?? true;
   if (typeof flushOnExit !== 'boolean') throw new InvalidOptionError('flushOnExit', 'a boolean', flushOnExit);
-  return { ...resolveConnection(options, env), ...resolveDelivery(options, env), projectId, deliveryThread, flushOnExit };
+  return { ...connection(given, env), ...resolveDelivery(given, env), projectId, deliveryThread, flushOnExit };
+}
+
+/** `projectId`: the option (an explicit `''` is refused, not read as unset), else `CALLBRIDGE_PROJECT`. */
+function resolveProjectId(option: unknown, env: Env): string {
+  if (option !== undefined) {
+    // Text only: a RegExp test would read a list ['a/b'] or an object as its text.
+    if (typeof option !== 'string' || !PROJECT_ID.test(option)) throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, option);
+    return option;
+  }
+  const fromEnv = env.CALLBRIDGE_PROJECT;
+  if (fromEnv === undefined || fromEnv === '') {
+    throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, new ReceivedDescription('none (neither the option nor CALLBRIDGE_PROJECT is set)'));
+  }
+  if (!PROJECT_ID.test(fromEnv)) {
+    throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, new ReceivedDescription(`${JSON.stringify(fromEnv)} (from CALLBRIDGE_PROJECT)`));
+  }
+  return fromEnv;
 }
 
 /** `logLevel`: the option, else `CALLBRIDGE_LOG_LEVEL` (any case), else `'warn'`. */

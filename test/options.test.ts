@@ -9,6 +9,8 @@ import {
   resolveConnection,
   resolveDelivery,
   resolveExporterOptions,
+  type ConnectionOptions,
+  type ExporterOptions,
 } from '../src/options.js';
 
 describe('resolveConnection', () => {
@@ -71,6 +73,115 @@ describe('resolveConnection', () => {
   });
 });
 
+describe('resolveConnection: what requests would not carry as given is refused', () => {
+  it('takes only text for baseUrl, username, password and apiKey, and a URL object by its href', () => {
+    expect(resolveConnection({ baseUrl: new URL('http://opt:2/prefix/') }, {}).baseUrl).toBe('http://opt:2/prefix');
+    expect(() => resolveConnection({ baseUrl: 5 as unknown as string }, {})).toThrow(/`baseUrl` to be an http\(s\) URL \(a string or URL\), got 5$/);
+    expect(() => resolveConnection({ username: 5 as unknown as string, password: 'pw' }, {})).toThrow(/`username` to be a string, got 5$/);
+    expect(() => resolveConnection({ username: 'dev', password: {} as unknown as string }, {})).toThrow(/`password` to be a string, got object/);
+    expect(() => resolveConnection({ apiKey: ['k'] as unknown as string }, {})).toThrow(/`apiKey` to be a string/);
+  });
+
+  it('refuses credentials in baseUrl, never repeating them, whether from the option or the environment', () => {
+    for (const [options, env, from] of [
+      [{ baseUrl: 'http://dev:s3cret@host:1/x' }, {}, ''],
+      [{}, { CALLBRIDGE_BASE_URL: 'http://dev:s3cret@host:1/x' }, ' (from CALLBRIDGE_BASE_URL)'],
+      [{}, { WF_TRACE_SERVER_URL: 'http://dev:s3cret@host:1/x' }, ' (from WF_TRACE_SERVER_URL)'],
+    ] as const) {
+      const attempt = () => resolveConnection(options, env);
+      expect(attempt).toThrow(InvalidOptionError);
+      expect(attempt).toThrow(/`baseUrl`.*without credentials \(put credentials in username\/password or apiKey/);
+      expect(attempt).toThrow(`got a URL with credentials before the host (http://***@host:1/x)${from}`);
+      expect(attempt).not.toThrow(/s3cret|dev/);
+    }
+    // A URL that does not parse is quoted with whatever precedes its last `@` masked.
+    expect(() => resolveConnection({ baseUrl: 'http://dev:s3/cret@ho st' }, {})).toThrow(/got "http:\/\/\*\*\*@ho st"$/);
+  });
+
+  it('refuses a query or fragment in baseUrl (requests would drop them), without quoting it', () => {
+    expect(() => resolveConnection({ baseUrl: 'http://host:1/x?key=s3cret' }, {})).toThrow(/without a query or fragment.*got a URL with a query \(http:\/\/host:1\/x\?\.\.\.\)$/);
+    expect(() => resolveConnection({}, { CALLBRIDGE_BASE_URL: 'http://host:1/#s3cret' })).toThrow(/got a URL with a fragment \(http:\/\/host:1\/#\.\.\.\) \(from CALLBRIDGE_BASE_URL\)$/);
+    expect(() => resolveConnection({ baseUrl: 'http://host:1/?' }, {})).toThrow(/a query/);
+  });
+
+  it("refuses an explicit baseUrl: '' instead of falling back to the environment or the default", () => {
+    expect(() => resolveConnection({ baseUrl: '' }, { CALLBRIDGE_BASE_URL: 'http://env:1' })).toThrow(/`baseUrl`.*leave it out.*got ""$/);
+    expect(() => resolveConnection({ baseUrl: '' }, {})).toThrow(InvalidOptionError);
+  });
+
+  it('refuses a user name with ":", which Basic auth would send as part of the password', () => {
+    expect(() => resolveConnection({ username: 'a:b', password: 'pw' }, {})).toThrow(/`username` to be a user name without ":".*got "a:\.\.\."$/);
+    expect(() => resolveConnection({}, { CALLBRIDGE_USERNAME: 'a:s3cret', CALLBRIDGE_PASSWORD: 'pw' })).toThrow(/got "a:\.\.\." \(from CALLBRIDGE_USERNAME\)$/);
+    expect(() => resolveConnection({}, { CALLBRIDGE_USERNAME: 'a:s3cret', CALLBRIDGE_PASSWORD: 'pw' })).not.toThrow(/s3cret/);
+  });
+
+  it('refuses half a user/password pair, saying what is missing and where it would come from', () => {
+    expect(() => resolveConnection({}, { CALLBRIDGE_USERNAME: 'dev' })).toThrow(
+      /`password` to be set along with the user name "dev" \(from CALLBRIDGE_USERNAME\): the password option or CALLBRIDGE_PASSWORD.*got none$/,
+    );
+    expect(() => resolveConnection({ username: 'dev' }, {})).toThrow(/`password` to be set along with the user name "dev":/);
+    expect(() => resolveConnection({ password: 'pw' }, {})).toThrow(/`username` to be set along with the password: the username option or CALLBRIDGE_USERNAME/);
+    expect(() => resolveConnection({}, { CALLBRIDGE_PASSWORD: 'pw' })).toThrow(/`username` to be set along with the password \(from CALLBRIDGE_PASSWORD\)/);
+    // An empty password, or none at all, stays possible when it is said so.
+    expect(resolveConnection({ username: 'dev', password: '' }, {})).toMatchObject({ username: 'dev', password: '' });
+    expect(resolveConnection({}, { CALLBRIDGE_USERNAME: 'dev', CALLBRIDGE_PASSWORD: '' })).toMatchObject({ username: 'dev', password: '' });
+    expect(resolveConnection({ username: '', password: '' }, {})).toMatchObject({ username: '', password: '' });
+  });
+});
+
+describe('the options objects themselves', () => {
+  it('refuses null and other non-objects with an InvalidOptionError, not a TypeError of its own', () => {
+    for (const bad of [null, 'http://x', 5]) {
+      expect(() => resolveConnection(bad as never, {})).toThrow(/Expected `options` to be an object/);
+      expect(() => resolveExporterOptions(bad as never, {})).toThrow(InvalidOptionError);
+    }
+  });
+
+  it('describes every kind of value it refuses without throwing anything else', () => {
+    expect(() => resolveExporterOptions({ projectId: Symbol('p') as unknown as string }, {})).toThrow(/got Symbol\(p\)$/);
+    expect(() => resolveDelivery({ concurrency: 5n as unknown as number }, {})).toThrow(/`concurrency` to be a positive integer, got 5n$/);
+    expect(() => resolveDelivery({ maxBatchItems: null as unknown as number }, {})).toThrow(/got null$/);
+    const throwingTag = { get [Symbol.toStringTag](): string { throw new Error('no'); } };
+    expect(() => resolveDelivery({ concurrency: throwingTag as unknown as number }, {})).toThrow(/`concurrency` to be a positive integer, got object$/);
+  });
+
+  it('refuses unknown keys, naming the option most likely meant', () => {
+    expect(() => resolveExporterOptions({ projectId: 'a/b', baseURL: 'http://x' } as ExporterOptions, {})).toThrow(
+      new InvalidOptionError('baseURL', { message: 'Unknown option `baseURL` (did you mean `baseUrl`?)' }),
+    );
+    expect(() => resolveConnection({ api_key: 'k' } as ConnectionOptions, {})).toThrow(/^Unknown option `api_key` \(did you mean `apiKey`\?\)$/);
+    expect(() => resolveExporterOptions({ projectId: 'a/b', usename: 'dev' } as ExporterOptions, {})).toThrow(/did you mean `username`/);
+    expect(() => resolveConnection({ colour: 'blue' } as ConnectionOptions, {})).toThrow(/^Unknown option `colour` \(the options are `baseUrl`, `username`,.*`proxy`\)$/);
+    try {
+      resolveConnection({ baseURL: 'http://x' } as ConnectionOptions, {});
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toMatchObject({ code: 'CALLBRIDGE_INVALID_OPTION', option: 'baseURL' });
+    }
+  });
+
+  it("says when an option belongs to another entry point: register()'s to the exporter, the exporter's to the client", () => {
+    expect(() => resolveExporterOptions({ projectId: 'a/b', spanProcessor: 'batch' } as ExporterOptions, {})).toThrow(/`spanProcessor` here: it is an option of register\(\)$/);
+    expect(() => resolveExporterOptions({ projectId: 'a/b', span_processor: 'batch' } as ExporterOptions, {})).toThrow(/did you mean `spanProcessor`\? It is an option of register\(\)/);
+    expect(() => resolveConnection({ projectId: 'a/b' } as ConnectionOptions, {})).toThrow(/`projectId` here: .*the client takes `project_id` in each request/);
+    expect(() => resolveConnection({ maxBatchItems: 10 } as ConnectionOptions, {})).toThrow(/`maxBatchItems` here: it is an option of register\(\) and new CallbridgeExporter\(\)/);
+  });
+
+  it('takes every known key, also with the value undefined (unset)', () => {
+    const everyOption: Record<keyof ExporterOptions, undefined> = {
+      baseUrl: undefined, username: undefined, password: undefined, apiKey: undefined, requestTimeoutMs: undefined,
+      connections: undefined, ca: undefined, proxy: undefined, maxBatchItems: undefined, maxBatchBytes: undefined,
+      flushIntervalMs: undefined, maxQueueBytes: undefined, backpressureMs: undefined, concurrency: undefined,
+      maxRetryMs: undefined, shutdownTimeoutMs: undefined, logLevel: undefined, projectId: undefined,
+      deliveryThread: undefined, flushOnExit: undefined,
+    };
+    expect(resolveExporterOptions(everyOption, { CALLBRIDGE_PROJECT: 'a/b' })).toMatchObject({ projectId: 'a/b', baseUrl: DEFAULT_BASE_URL });
+    const { projectId: _p, maxBatchItems: _m, maxBatchBytes: _b, flushIntervalMs: _f, maxQueueBytes: _q, backpressureMs: _bp,
+      concurrency: _c, maxRetryMs: _r, shutdownTimeoutMs: _s, logLevel: _l, deliveryThread: _d, flushOnExit: _e, ...connection } = everyOption;
+    expect(resolveConnection(connection, {}).baseUrl).toBe(DEFAULT_BASE_URL);
+  });
+});
+
 describe('resolveDelivery', () => {
   it('fills every default', () => {
     expect(resolveDelivery({}, {})).toEqual({
@@ -123,6 +234,18 @@ describe('resolveExporterOptions', () => {
     for (const bad of [undefined, '', 'acme', 'a/b/c', '/demo', 'acme/', 'a cme/demo']) {
       expect(() => resolveExporterOptions({ projectId: bad }, {})).toThrow(InvalidOptionError);
     }
+  });
+
+  it('takes text only: a list or an object whose text is "entity/project" is refused', () => {
+    for (const bad of [['a/b'], { toString: () => 'a/b' }, 42]) {
+      expect(() => resolveExporterOptions({ projectId: bad as unknown as string }, {})).toThrow(/`projectId` to be an "entity\/project" string/);
+    }
+  });
+
+  it("says what it received: an explicit '', nothing at all, or the variable's value", () => {
+    expect(() => resolveExporterOptions({ projectId: '' }, { CALLBRIDGE_PROJECT: 'acme/env' })).toThrow(/got ""$/);
+    expect(() => resolveExporterOptions({}, {})).toThrow(/got none \(neither the option nor CALLBRIDGE_PROJECT is set\)$/);
+    expect(() => resolveExporterOptions({}, { CALLBRIDGE_PROJECT: 'acme' })).toThrow(/got "acme" \(from CALLBRIDGE_PROJECT\)$/);
   });
 
   it('carries the error code and option name for programmatic handling', () => {

@@ -2,6 +2,7 @@
  * `callbridge/server`: the local implementation of the call-tracing service on SQLite
  * (SPEC §1, §2). `startServer` opens the database, builds the app and listens.
  */
+import { describe, InvalidOptionError, rejectUnknownOptions } from '../errors.js';
 import { buildApp } from './app.js';
 import type { ServerUser } from './context.js';
 import { closeDatabase, openDatabase, optimizeDatabase } from './store/db.js';
@@ -88,32 +89,35 @@ const OPTIMIZE_INTERVAL_MS = 60 * 60 * 1000;
  * await server.close();
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('options', 'an object', options);
+  }
+  rejectUnknownOptions(options, SERVER_OPTION_KEYS);
   const port = options.port ?? DEFAULT_PORT;
-  const host = options.host ?? DEFAULT_HOST;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidOptionError('port', 'an integer from 0 to 65535', port);
+  const host = nonEmptyText('host', options.host, DEFAULT_HOST);
+  const dbPath = nonEmptyText('dbPath', options.dbPath, DEFAULT_DB_PATH);
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new TypeError(`Expected \`port\` to be an integer from 0 to 65535, got ${String(port)}`);
-  }
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) {
-    throw new TypeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${String(maxBodyBytes)}`);
-  }
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new InvalidOptionError('maxBodyBytes', 'a positive integer', maxBodyBytes);
   const maxConcurrentStreams = options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS;
   if (!Number.isInteger(maxConcurrentStreams) || maxConcurrentStreams < 1) {
-    throw new TypeError(`Expected \`maxConcurrentStreams\` to be a positive integer, got ${String(maxConcurrentStreams)}`);
+    throw new InvalidOptionError('maxConcurrentStreams', 'a positive integer', maxConcurrentStreams);
   }
+  const completeMode = optionalBoolean('completeMode', options.completeMode);
+  const logger = optionalBoolean('logger', options.logger);
   validateUsers(options.users);
   const sqliteDriver = options.sqliteDriver ?? defaultSqliteDriver();
   if (!SQLITE_DRIVERS.includes(sqliteDriver)) {
-    throw new TypeError(`Expected \`sqliteDriver\` to be one of ${SQLITE_DRIVERS.map((name) => `'${name}'`).join(', ')}, got ${JSON.stringify(sqliteDriver)}`);
+    throw new InvalidOptionError('sqliteDriver', `one of ${SQLITE_DRIVERS.map((name) => `'${name}'`).join(', ')}`, sqliteDriver);
   }
 
-  const db = openDatabase(options.dbPath ?? DEFAULT_DB_PATH, sqliteDriver);
+  const db = openDatabase(dbPath, sqliteDriver);
   const app = buildApp({
     db,
     users: options.users ?? [],
-    completeMode: options.completeMode ?? false,
+    completeMode,
     maxBodyBytes,
-    logger: options.logger ?? false,
+    logger,
     maxConcurrentStreams,
   });
   try {
@@ -154,6 +158,24 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   };
 }
 
+/** Every option of `startServer`, once (the compiler checks the list against `ServerOptions`). */
+const SERVER_OPTION_KEYS = Object.keys({
+  port: true, host: true, dbPath: true, users: true, completeMode: true, maxBodyBytes: true, logger: true,
+  maxConcurrentStreams: true, sqliteDriver: true,
+} satisfies Record<keyof ServerOptions, true>);
+
+function nonEmptyText(name: string, value: unknown, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value === '') throw new InvalidOptionError(name, 'a non-empty string', value);
+  return value;
+}
+
+function optionalBoolean(name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw new InvalidOptionError(name, 'a boolean', value);
+  return value;
+}
+
 /** At least one well-formed user: a server no one may use would answer every request 401. */
 function validateUsers(users: readonly ServerUser[] | undefined): void {
   if (!Array.isArray(users) || users.length === 0) {
@@ -166,10 +188,10 @@ function validateUsers(users: readonly ServerUser[] | undefined): void {
 
 function validateUser(user: ServerUser): void {
   if (typeof user !== 'object' || user === null) {
-    throw new TypeError(`Expected each of \`users\` to be { username, password, entities }, got ${JSON.stringify(user)}`);
+    throw new TypeError(`Expected each of \`users\` to be { username, password, entities }, got ${describe(user)}`);
   }
   if (typeof user.username !== 'string' || user.username === '' || user.username.includes(':')) {
-    throw new TypeError(`Expected a user's \`username\` to be a non-empty string without ":", got ${JSON.stringify(user.username)}`);
+    throw new TypeError(`Expected a user's \`username\` to be a non-empty string without ":", got ${describe(user.username)}`);
   }
   if (typeof user.password !== 'string') {
     throw new TypeError(`Expected the \`password\` of user ${JSON.stringify(user.username)} to be a string`);

@@ -38,7 +38,11 @@ export function withThread<R>(threadId: string, fn: () => R, options: ThreadOpti
   if (typeof threadId !== 'string' || threadId === '') {
     throw new InvalidOptionError('threadId', 'a non-empty string', threadId);
   }
-  const scope: ThreadScope = { threadId, turn: options.turn ?? true };
+  if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function (the code to run in the thread)', fn);
+  if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
+  const turn = options.turn ?? true;
+  if (typeof turn !== 'boolean') throw new InvalidOptionError('turn', 'a boolean', turn);
+  const scope: ThreadScope = { threadId, turn };
   return context.with(context.active().setValue(THREAD_KEY, scope), fn);
 }
 

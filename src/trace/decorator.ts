@@ -8,9 +8,9 @@
  * The span name defaults to the method name (SPEC §5: `options.name ?? fn.name`, and a method's
  * own `name` is its key); private methods keep their `#`.
  */
-import { InvalidOptionError } from '../errors.js';
+import { InvalidOptionError, ReceivedDescription } from '../errors.js';
 import type { TraceOptions } from './trace.js';
-import { trace } from './trace.js';
+import { checkTraceOptions, trace } from './trace.js';
 
 type Method<This, Args extends unknown[], Return> = (this: This, ...args: Args) => Return;
 
@@ -35,20 +35,27 @@ export interface TracedDecorator {
  * }
  */
 export function traced(options: TraceOptions = {}): TracedDecorator {
+  // Checked here, where the mistake is written, not first when a class is defined.
+  checkTraceOptions(options);
   const decorate = (value: unknown, contextOrKey: unknown, descriptor?: PropertyDescriptor): unknown => {
     if (isStandardContext(contextOrKey)) {
       if (contextOrKey.kind !== 'method') {
-        throw new InvalidOptionError('@traced target', 'a method', `a ${contextOrKey.kind}`);
+        throw new InvalidOptionError('@traced target', 'a method', new ReceivedDescription(withArticle(contextOrKey.kind)));
       }
       return trace(value as (...args: unknown[]) => unknown, withName(options, contextOrKey.name));
     }
     if (descriptor === undefined || typeof descriptor.value !== 'function') {
-      throw new InvalidOptionError('@traced target', 'a method', descriptor?.get ? 'an accessor' : 'a property');
+      throw new InvalidOptionError('@traced target', 'a method', new ReceivedDescription(descriptor?.get || descriptor?.set ? 'an accessor' : 'a property'));
     }
     descriptor.value = trace(descriptor.value as (...args: unknown[]) => unknown, withName(options, contextOrKey as string | symbol));
     return descriptor;
   };
   return decorate as TracedDecorator;
+}
+
+/** `a getter`, `an accessor`: the kinds a decorator context names (`class`, `field`, ...). */
+function withArticle(kind: string): string {
+  return `${/^[aeiou]/i.test(kind) ? 'an' : 'a'} ${kind}`;
 }
 
 function isStandardContext(value: unknown): value is ClassMemberDecoratorContext {

@@ -124,6 +124,25 @@ export function trace<F extends (...args: any[]) => any>(fn: F, options: TraceOp
 }
 
 function compileCall(fn: Function, options: TraceOptions): TracedCall {
+  const { maxValueBytes, captureInputs, captureOutput } = checkTraceOptions(options);
+  return {
+    fn,
+    name: options.name || fn.name || 'anonymous',
+    kind: options.kind,
+    displayName: options.displayName,
+    reduce: options.reduce,
+    policy: { maxValueBytes, redactor: compileRedactor(options.redact) },
+    captureInputs,
+    captureOutput,
+    inputs: undefined,
+  };
+}
+
+/**
+ * Validate `options` of `trace()` (and of `@traced()`, when the decorator is made), naming the
+ * option and the value received; returns the options that have defaults, resolved.
+ */
+export function checkTraceOptions(options: TraceOptions): { maxValueBytes: number; captureInputs: boolean; captureOutput: boolean } {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 64) {
@@ -135,21 +154,23 @@ function compileCall(fn: Function, options: TraceOptions): TracedCall {
   if (options.reduce !== undefined && typeof options.reduce !== 'function') {
     throw new InvalidOptionError('reduce', 'a function', options.reduce);
   }
+  // Checked like the others: `captureInputs: 'no'` would otherwise capture (a truthy string).
   return {
-    fn,
-    name: options.name || fn.name || 'anonymous',
-    kind: options.kind,
-    displayName: options.displayName,
-    reduce: options.reduce,
-    policy: { maxValueBytes, redactor: compileRedactor(options.redact) },
-    captureInputs: options.captureInputs ?? true,
-    captureOutput: options.captureOutput ?? true,
-    inputs: undefined,
+    maxValueBytes,
+    captureInputs: optionalBoolean('captureInputs', options.captureInputs, true),
+    captureOutput: optionalBoolean('captureOutput', options.captureOutput, true),
   };
 }
 
 function optionalString(name: string, value: unknown): void {
   if (value !== undefined && typeof value !== 'string') throw new InvalidOptionError(name, 'a string', value);
+}
+
+/** A boolean option: its value, or `fallback` when not given. */
+function optionalBoolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new InvalidOptionError(name, 'a boolean', value);
+  return value;
 }
 
 function runTraced(call: TracedCall, thisArg: unknown, args: unknown[], newTarget: unknown): unknown {

@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { InvalidOptionError } from '../../src/errors.js';
 import { startServer, type ServerOptions } from '../../src/server/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'callbridge-start-'));
@@ -21,6 +22,13 @@ describe('startServer() options', () => {
     ['a username with a colon', { users: [{ ...DEV, username: 'a:b' }] }, /`username` to be a non-empty string without ":"/],
     ['a port out of range', { users: [DEV], port: 70_000 }, /`port` to be an integer from 0 to 65535/],
     ['a body limit of 0', { users: [DEV], maxBodyBytes: 0 }, /`maxBodyBytes` to be a positive integer/],
+    ['a port given as text', { users: [DEV], port: '0' as never }, /`port` to be an integer from 0 to 65535, got "0"$/],
+    ['an unknown option', { users: [DEV], dbpath: 'x.db' } as ServerOptions, /^Unknown option `dbpath` \(did you mean `dbPath`\?\)$/],
+    ['an option of another entry point', { users: [DEV], baseUrl: 'http://x' } as ServerOptions, /^Unknown option `baseUrl` \(the options are `port`, `host`, `dbPath`/],
+    ['a user that is a bigint', { users: [5n as never] }, /Expected each of `users` to be \{ username, password, entities \}, got 5n$/],
+    ['a username that is a symbol', { users: [{ ...DEV, username: Symbol('dev') as never }] }, /`username` to be a non-empty string without ":", got Symbol\(dev\)$/],
+    ['completeMode as text', { users: [DEV], completeMode: 'yes' as never }, /`completeMode` to be a boolean, got "yes"$/],
+    ['an empty host', { users: [DEV], host: '' }, /`host` to be a non-empty string, got ""$/],
   ];
   for (const [what, options, message] of refused) {
     it(`refuses ${what}, opening nothing`, async () => {
@@ -29,6 +37,16 @@ describe('startServer() options', () => {
       expect(existsSync(dbPath)).toBe(false);
     });
   }
+
+  it('refuses options that are not an object, with an InvalidOptionError', async () => {
+    await expect(startServer(null as unknown as ServerOptions)).rejects.toThrow(InvalidOptionError);
+    await expect(startServer(null as unknown as ServerOptions)).rejects.toThrow(/`options` to be an object, got null$/);
+  });
+
+  it('takes options left undefined as unset', async () => {
+    const server = await startServer({ port: 0, dbPath: ':memory:', users: [DEV], host: undefined, logger: undefined, completeMode: undefined });
+    await server.close();
+  });
 
   it('starts with one user', async () => {
     const server = await startServer({ port: 0, dbPath: ':memory:', users: [DEV] });

@@ -105,7 +105,16 @@ for (const experimentalDecorators of [false, true]) {
 describe('@traced misuse', () => {
   it('throws at definition time on anything but a method, naming the problem', () => {
     const decorate = traced() as unknown as (value: unknown, context: unknown, descriptor?: unknown) => unknown;
-    expect(() => decorate(undefined, { kind: 'field', name: 'x' })).toThrow(/a method, got "a field"/);
-    expect(() => decorate({}, 'x', { get: () => 1 })).toThrow(/accessor/);
+    expect(() => decorate(undefined, { kind: 'field', name: 'x' })).toThrow(/`@traced target` to be a method, got a field$/);
+    expect(() => decorate(undefined, { kind: 'accessor', name: 'x' })).toThrow(/a method, got an accessor$/);
+    expect(() => decorate(undefined, { kind: 'getter', name: 'x' })).toThrow(/a method, got a getter$/);
+    expect(() => decorate({}, 'x', { get: () => 1 })).toThrow(/a method, got an accessor$/);
+    expect(() => decorate({}, 'x', { value: 1 })).toThrow(/a method, got a property$/);
+  });
+
+  it('checks its options when called, before any class uses it', () => {
+    expect(() => traced({ captureOutput: 'no' as unknown as boolean })).toThrow(/`captureOutput` to be a boolean, got "no"$/);
+    expect(() => traced({ maxValueBytes: 1 })).toThrow(/`maxValueBytes`/);
+    expect(() => traced(null as unknown as undefined)).toThrow(/`options` to be an object, got null$/);
   });
 });

@@ -45,6 +45,12 @@ describe('withThread', () => {
     expect(withThread('t', () => 5)).toBe(5);
     expect(() => withThread('', () => 1)).toThrow(/`threadId`/);
   });
+
+  it('refuses a body that is not a function and a turn that is not a boolean, naming them', () => {
+    expect(() => withThread('t', 'notfn' as unknown as () => void)).toThrow(/`fn` to be a function \(the code to run in the thread\), got "notfn"$/);
+    expect(() => withThread('t', () => 1, { turn: 'yes' as unknown as boolean })).toThrow(/`turn` to be a boolean, got "yes"$/);
+    expect(() => withThread('t', () => 1, null as unknown as { turn?: boolean })).toThrow(/`options` to be an object, got null$/);
+  });
 });
 
 describe('setCallAttributes', () => {

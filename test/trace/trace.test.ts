@@ -175,6 +175,12 @@ describe('trace(): one span per call', () => {
     expect(() => trace(() => 1, { reduce: 'x' as unknown as () => void })).toThrow(/`reduce`/);
     expect(() => trace(() => 1, { redact: 3 as unknown as false })).toThrow(/`redact`/);
   });
+
+  it('refuses capture switches that are not booleans (a truthy "no" would capture)', () => {
+    expect(() => trace(() => 1, { captureInputs: 'no' as unknown as boolean })).toThrow(/`captureInputs` to be a boolean, got "no"$/);
+    expect(() => trace(() => 1, { captureOutput: 0 as unknown as boolean })).toThrow(/`captureOutput` to be a boolean, got 0$/);
+    expect(() => trace(() => 1, null as unknown as undefined)).toThrow(/`options` to be an object, got null$/);
+  });
 });
 
 describe('trace(): the wrapped function behaves exactly as before', () => {
