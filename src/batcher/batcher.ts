@@ -198,11 +198,36 @@ export function underBackpressure(waitingBytes: number, heldBytes: number, maxQu
   return waitingBytes >= maxQueueBytes * BACKPRESSURE_SHARE || heldBytes >= maxQueueBytes * NEAR_FULL_SHARE;
 }
 
+/**
+ * What a record is charged against `maxQueueBytes` when it is admitted: `estimate()` rounded up to
+ * a whole byte, at least 1. A record the guess cannot measure (it throws, or answers NaN or
+ * Infinity) is charged as a full batch (`maxBatchBytes`): bounded, never unbounded. A NaN charge
+ * would make the held bytes NaN for good, every comparison with `maxQueueBytes` false, and so
+ * lift the bound for every record after it.
+ */
+export function admissionBytes(estimate: () => number, maxBatchBytes: number): number {
+  let bytes: number;
+  try {
+    bytes = estimate();
+  } catch {
+    return maxBatchBytes;
+  }
+  return Number.isFinite(bytes) ? Math.max(1, Math.ceil(bytes)) : maxBatchBytes;
+}
+
 type Mode = 'upsert' | 'complete';
 
+/**
+ * What a settled entry holds in place of its record. A marker of its own, not `undefined`: an
+ * application may export `undefined` (`export([undefined])` from plain JavaScript), and that record
+ * must be settled like any other, not skipped as one already released (which left flushes waiting
+ * for it forever and its bytes held against `maxQueueBytes`).
+ */
+const RELEASED: unique symbol = Symbol('released record');
+
 interface Entry<T> {
-  /** Dropped once the entry is settled, so a delivered span is not kept alive by the batcher. */
-  record: T | undefined;
+  /** `RELEASED` once the entry is settled, so a delivered span is not kept alive by the batcher. */
+  record: T | typeof RELEASED;
   /** Order of arrival: what `forceFlush` waits for is "every seq up to now". */
   readonly seq: number;
   state: 'queued' | 'inFlight' | 'settled';
@@ -311,13 +336,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#countDrop('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    let estimate: number;
-    try {
-      estimate = Math.max(1, Math.ceil(this.#options.codec.estimateBytes(record)));
-    } catch {
-      // A record we cannot even measure is charged as a full batch: bounded, never unbounded.
-      estimate = this.#options.maxBatchBytes;
-    }
+    const estimate = admissionBytes(() => this.#options.codec.estimateBytes(record), this.#options.maxBatchBytes);
     if (this.#heldBytes + estimate > this.#options.maxQueueBytes) {
       this.#countDrop('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       return false;
@@ -627,7 +646,7 @@ class QueueBatcher<T> implements Batcher<T> {
    * A record that cannot be serialised is dropped as `rejected`; false then.
    */
   #serialise(entry: Entry<T>): boolean {
-    if (entry.state === 'settled' || entry.record === undefined) return false;
+    if (entry.state === 'settled') return false;
     const error = this.#write(entry);
     if (error === undefined) return true;
     this.#finish(entry, 'rejected', `a span could not be serialised: ${describeError(error)}`);
@@ -641,7 +660,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #write(entry: Entry<T>): unknown {
     if (entry.json !== undefined && entry.mode === this.#mode) return undefined;
     const record = entry.record;
-    if (record === undefined) return new Error('the record was released');
+    if (record === RELEASED) return new Error('the record was released');
     const mode = this.#mode;
     const { codec } = this.#options;
     const out = this.#writer;
@@ -721,6 +740,8 @@ class QueueBatcher<T> implements Batcher<T> {
     let batch = initial;
     let attempt = 0;
     let uploadCuts = 0;
+    /** The wait before the attempt just made was cut to end at the deadline: it was the last. */
+    let attemptedAtDeadline = false;
     for (;;) {
       if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       // The mode may have changed while this batch waited: re-serialise what was built for the other.
@@ -747,13 +768,16 @@ class QueueBatcher<T> implements Batcher<T> {
             if (split !== 'retry') return split;
             continue;
           }
+          const left = startedAt + this.#options.maxRetryMs - Date.now();
+          if (attemptedAtDeadline || left <= 0) return this.#settle(batch, 'retries_exhausted', outcome.reason);
           attempt += 1;
           const delay = nextDelay(attempt, outcome.afterMs, this.#random);
-          if (Date.now() + delay - startedAt > this.#options.maxRetryMs) {
-            return this.#settle(batch, 'retries_exhausted', outcome.reason);
-          }
+          // SPEC §4.5: a batch gives up *after* maxRetryMs. A wait that would end past the deadline
+          // is cut to end at it, for one last attempt there, instead of giving up now: with a
+          // Retry-After longer than maxRetryMs, that would be after a single request.
+          attemptedAtDeadline = delay >= left;
           this.#retried += 1;
-          await this.#backOff(delay);
+          await this.#backOff(Math.min(delay, left));
           continue;
         }
         case 'split': {
@@ -953,7 +977,7 @@ class QueueBatcher<T> implements Batcher<T> {
     this.#heldBytes -= entry.bytes;
     // Settled entries may outlive this call (a batch being split holds them): keep nothing big.
     entry.json = undefined;
-    entry.record = undefined;
+    entry.record = RELEASED;
     if (result === 'delivered') this.#delivered += 1;
     else {
       this.#dropped[result] += 1;

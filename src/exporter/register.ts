@@ -80,6 +80,9 @@ interface CountingProcessor extends SpanProcessor {
  * @throws InvalidOptionError when an option is invalid (at this call, never later).
  */
 export function register(options: RegisterOptions = {}): Tracing {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError('options', 'an object', options);
+  }
   const { global = true, spanProcessor = 'direct', flushOnExit = true, ...exporterOptions } = options;
   if (typeof global !== 'boolean') throw new InvalidOptionError('global', 'a boolean', global);
   if (typeof flushOnExit !== 'boolean') throw new InvalidOptionError('flushOnExit', 'a boolean', flushOnExit);
@@ -146,17 +149,35 @@ export function register(options: RegisterOptions = {}): Tracing {
 
 function createProcessor(kind: 'direct' | 'simple' | 'batch', exporter: SpanExporter, log: Log): CountingProcessor {
   if (kind === 'direct') return new DirectSpanProcessor(exporter, log);
-  return new CountedProcessor(kind === 'simple' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter));
+  const inner = kind === 'simple' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter);
+  return new CountedProcessor(inner, exporter, log);
 }
 
 function ignoreResult(): void {
   // The exporter counts its own drops (stats(), diag once per interval); nothing to do per span.
 }
 
+function isSampled(span: ReadableSpan): boolean {
+  return (span.spanContext().traceFlags & TraceFlags.SAMPLED) !== 0;
+}
+
+/**
+ * Hand one ended span to the exporter, from inside the user's `span.end()`. Also after shutdown:
+ * the exporter then answers FAILED and counts the span as a `shutdown` drop, so a span still open
+ * at shutdown is counted when it ends instead of vanishing (SPEC §4.1: nothing lost silently).
+ */
+function exportEnded(exporter: SpanExporter, span: ReadableSpan, log: Log): void {
+  try {
+    exporter.export([span], ignoreResult);
+  } catch (error) {
+    // Nothing may escape into the user's code (SPEC §4.12).
+    log.error(`callbridge: export failed: ${String(error)}`);
+  }
+}
+
 /** Hands each ended, sampled span to the exporter synchronously. See the module comment. */
 class DirectSpanProcessor implements CountingProcessor {
   endedSpans = 0;
-  #shutDown = false;
 
   constructor(
     private readonly exporter: SpanExporter,
@@ -166,14 +187,9 @@ class DirectSpanProcessor implements CountingProcessor {
   onStart(_span: Span, _parentContext: Context): void {}
 
   onEnd(span: ReadableSpan): void {
-    if (this.#shutDown || (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
+    if (!isSampled(span)) return;
     this.endedSpans++;
-    try {
-      this.exporter.export([span], ignoreResult);
-    } catch (error) {
-      // export() runs inside the user's span.end(): nothing may escape into their code (SPEC §4.12).
-      this.log.error(`callbridge: export failed: ${String(error)}`);
-    }
+    exportEnded(this.exporter, span, this.log);
   }
 
   forceFlush(): Promise<void> {
@@ -181,16 +197,24 @@ class DirectSpanProcessor implements CountingProcessor {
   }
 
   shutdown(): Promise<void> {
-    this.#shutDown = true;
     return this.exporter.shutdown();
   }
 }
 
-/** One of the SDK's processors, with the count of spans it was given. */
+/**
+ * One of the SDK's processors, with the count of spans it was given. Once shut down, the SDK's
+ * processors ignore the spans that end (the ones still open at shutdown): those go to the exporter
+ * directly, to be counted there (see `exportEnded`).
+ */
 class CountedProcessor implements CountingProcessor {
   endedSpans = 0;
+  #shutDown = false;
 
-  constructor(private readonly inner: SpanProcessor) {}
+  constructor(
+    private readonly inner: SpanProcessor,
+    private readonly exporter: SpanExporter,
+    private readonly log: Log,
+  ) {}
 
   onStart(span: Span, parentContext: Context): void {
     this.inner.onStart(span, parentContext);
@@ -198,7 +222,8 @@ class CountedProcessor implements CountingProcessor {
 
   onEnd(span: ReadableSpan): void {
     this.endedSpans++;
-    this.inner.onEnd(span);
+    if (!this.#shutDown) this.inner.onEnd(span);
+    else if (isSampled(span)) exportEnded(this.exporter, span, this.log);
   }
 
   forceFlush(): Promise<void> {
@@ -206,6 +231,7 @@ class CountedProcessor implements CountingProcessor {
   }
 
   shutdown(): Promise<void> {
+    this.#shutDown = true;
     return this.inner.shutdown();
   }
 }

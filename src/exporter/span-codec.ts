@@ -12,11 +12,15 @@ export type ExportedSpan = ReadableSpan | SpanInput;
 
 type Attributes = Readonly<Record<string, unknown>> | undefined;
 
-/** The fields the size guess reads, which a `ReadableSpan` and a `SpanInput` share. */
+/**
+ * The fields the size guess reads, which a `ReadableSpan` and a `SpanInput` share. Names are typed
+ * `unknown`: the SDK keeps what plain JavaScript gives it (`tracer.startSpan(404)`,
+ * `span.addEvent(1)`), and the guess must stay a number for those too.
+ */
 interface SizedSpan {
-  readonly name: string;
+  readonly name: unknown;
   readonly attributes: Attributes;
-  readonly events: readonly { readonly name: string; readonly attributes?: Attributes }[];
+  readonly events: readonly { readonly name: unknown; readonly attributes?: Attributes }[];
   readonly links: readonly { readonly attributes?: Attributes }[];
   readonly resource: { readonly attributes: Attributes };
 }
@@ -55,12 +59,17 @@ export function createSpanCodec(projectId: string): RecordCodec<ExportedSpan> {
  * size when it serialises the span.
  */
 export function estimateSpanBytes(span: SizedSpan): number {
-  let bytes = SPAN_OVERHEAD_BYTES + span.name.length * 2;
+  let bytes = SPAN_OVERHEAD_BYTES + nameBytes(span.name) * 2;
   bytes += 2 * attributesBytes(span.attributes);
-  for (const event of span.events) bytes += 64 + event.name.length + attributesBytes(event.attributes);
+  for (const event of span.events) bytes += 64 + nameBytes(event.name) + attributesBytes(event.attributes);
   for (const link of span.links) bytes += 128 + attributesBytes(link.attributes);
   bytes += resourceBytes(span.resource);
   return bytes;
+}
+
+/** A name's length; one that is not a string (the mapping writes its text) counts as a scalar. */
+function nameBytes(name: unknown): number {
+  return typeof name === 'string' ? name.length : SCALAR_BYTES;
 }
 
 function resourceBytes(resource: SizedSpan['resource']): number {

@@ -35,12 +35,12 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { settleWithin, underBackpressure, type Batcher } from '../batcher/batcher.js';
+import { admissionBytes, settleWithin, underBackpressure, type Batcher } from '../batcher/batcher.js';
 import { DROP_REASONS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
 import { createLog, type Log } from '../log.js';
 import type { ResolvedExporterOptions } from '../options.js';
 import { estimateSpanBytes } from './span-codec.js';
-import { encodeSpan, toCloneable } from './span-transfer.js';
+import { encodeSpan, toCloneable, type SpanTransfer } from './span-transfer.js';
 import type { DeliveryWorkerData, FromWorker, ToWorker, WorkerStatsReport } from './worker-protocol.js';
 import { inheritedStartOptions, startWorker, type InheritedStartOptions } from './worker-start-options.js';
 
@@ -222,13 +222,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       this.#dropLocally('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    let bytes: number;
-    try {
-      bytes = Math.max(1, Math.ceil(estimateSpanBytes(span)));
-    } catch {
-      // A span we cannot even measure is charged as a full batch: bounded, never unbounded.
-      bytes = this.#options.maxBatchBytes;
-    }
+    const bytes = admissionBytes(() => estimateSpanBytes(span), this.#options.maxBatchBytes);
     // Once per message's worth of spans while a slice is due, a look at whether it ever ran.
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
@@ -452,8 +446,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     try {
       worker.postMessage({ type: 'spans', seq, spans: copies } satisfies ToWorker);
     } catch {
-      // A value the structured clone cannot copy: send the message again with such values as text.
-      worker.postMessage({ type: 'spans', seq, spans: copies.map(toCloneable) } satisfies ToWorker);
+      // A value the structured clone cannot copy: send the message again with the spans that hold
+      // one as text. Only those: the text form changes other values too (NaN becomes "NaN", where
+      // the mapping writes "nan"), and a span must make the same call whatever its neighbours.
+      worker.postMessage({ type: 'spans', seq, spans: copies.map(cloneableCopy) } satisfies ToWorker);
     }
     this.#inTransit.push({ seq, spans, bytes });
     this.#inTransitBytes += bytes;
@@ -765,6 +761,19 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     }
     await this.#here?.shutdown(timeoutMs);
     this.#reporter.report();
+  }
+}
+
+/**
+ * `transfer` as it is when the structured clone can copy it, else its text form (`toCloneable`).
+ * Tried by cloning it once on its own: this runs only for a message the clone already refused.
+ */
+function cloneableCopy(transfer: SpanTransfer): SpanTransfer {
+  try {
+    structuredClone(transfer);
+    return transfer;
+  } catch {
+    return toCloneable(transfer);
   }
 }
 

@@ -19,11 +19,27 @@ describe('nextDelay', () => {
     expect(nextDelay(3, undefined, () => 0.5)).toBe(1000);
   });
 
-  it('obeys Retry-After exactly, whatever the attempt and the jitter', () => {
+  it('waits as long as Retry-After asks when that is longer than the backoff', () => {
     expect(nextDelay(1, 5000, () => 0)).toBe(5000);
-    expect(nextDelay(12, 1500, () => 0.9)).toBe(1500);
-    expect(nextDelay(1, 0, () => 0.9)).toBe(0);
-    expect(nextDelay(1, -20, () => 0.9)).toBe(0);
+    expect(nextDelay(1, 5000, () => 0.9)).toBe(5000);
+    expect(nextDelay(3, 1500, () => 0.5)).toBe(1500);
+    expect(nextDelay(1, 1000.2, () => 0.5)).toBe(1001);
+  });
+
+  it('never waits less than the backoff: Retry-After 0 or a date in the past (0 or less) makes no tight loop', () => {
+    expect(nextDelay(1, 0, () => 0.9)).toBe(450);
+    expect(nextDelay(3, 0, () => 0.5)).toBe(1000);
+    expect(nextDelay(1, -20, () => 0.9)).toBe(450);
+    expect(nextDelay(12, 1500, () => 0.9)).toBe(27_000);
+  });
+
+  it('is the larger of Retry-After and the backoff, for any attempt, Retry-After and draw', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 100 }), fc.integer({ min: -1000, max: 400_000 }), fc.double({ min: 0, max: 1, maxExcluded: true }), (attempt, retryAfter, draw) => {
+        const backoff = nextDelay(attempt, undefined, () => draw);
+        return nextDelay(attempt, retryAfter, () => draw) === Math.max(retryAfter, backoff);
+      }),
+    );
   });
 
   it('stays within [0, cap] for any attempt and any random source, even a broken one', () => {

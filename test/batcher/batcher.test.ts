@@ -487,6 +487,27 @@ describe('bounded memory (SPEC §4.3)', () => {
     expect(final).toMatchObject({ queued: 0, inFlight: 0, queuedBytes: 0 });
     expect(new Set(transport.allIds()).size).toBe(final.delivered);
   });
+
+  it.each([Number.NaN, Number.POSITIVE_INFINITY])('charges a record whose size guess is %s as a full batch, so the bound still holds', async (guess) => {
+    const gate = deferred<SendOutcome>();
+    const { codec, batcher } = setup({ maxQueueBytes: 50_000, maxBatchBytes: 10_000, maxBatchItems: 20, concurrency: 1 }, () => gate.promise);
+    const estimate = codec.estimateBytes;
+    codec.estimateBytes = (item) => (item.id === record(0).id ? guess : estimate(item));
+    batcher.add(record(0));
+    expect(batcher.stats().queuedBytes).toBe(10_000);
+    for (let index = 1; index < 500; index += 1) {
+      batcher.add(record(index, 'x'.repeat(300)));
+      await settle();
+    }
+    const stalled = batcher.stats();
+    expect(stalled.queuedBytes).toBeLessThanOrEqual(50_000);
+    expect(stalled.dropped.queue_full).toBeGreaterThan(0);
+    gate.resolve(OK);
+    await batcher.forceFlush();
+    const final = batcher.stats();
+    expect(final.delivered + final.dropped.queue_full).toBe(500);
+    expect(final).toMatchObject({ queued: 0, inFlight: 0, queuedBytes: 0 });
+  });
 });
 
 describe('concurrency (SPEC §4.4)', () => {
@@ -531,7 +552,7 @@ describe('retries (SPEC §4.5)', () => {
     expect(batcher.stats()).toMatchObject({ delivered: 1, retried: 3, batchesSent: 1 });
   });
 
-  it('obeys Retry-After instead of its own backoff', async () => {
+  it('waits out a Retry-After longer than its own backoff', async () => {
     const { transport, batcher } = setup({ flushIntervalMs: 0 }, (_request, index) =>
       index === 0 ? { kind: 'retry', status: 429, afterMs: 7000, reason: 'HTTP 429' } : OK,
     );
@@ -543,6 +564,25 @@ describe('retries (SPEC §4.5)', () => {
     expect(batcher.stats().delivered).toBe(1);
   });
 
+  it('backs off on Retry-After: 0 as on no Retry-After, instead of sending the batch again at once', async () => {
+    // Refused 100 times at most: without the backoff's floor they would all go at fake time 0.
+    const { transport, batcher } = setup({ flushIntervalMs: 0 }, (_request, index) =>
+      index < 100 ? { kind: 'retry', status: 429, afterMs: 0, reason: 'HTTP 429' } : OK,
+    );
+    batcher.add(record(1));
+    await settle();
+    expect(transport.posted).toHaveLength(1);
+    // random() = 0.5: delays 250, 500, 1000 ms, as for a 503 without Retry-After.
+    await settle(249);
+    expect(transport.posted).toHaveLength(1);
+    await settle(1);
+    expect(transport.posted).toHaveLength(2);
+    await settle(500);
+    expect(transport.posted).toHaveLength(3);
+    await settle(1000);
+    expect(transport.posted).toHaveLength(4);
+  });
+
   it('gives up after maxRetryMs and counts retries_exhausted', async () => {
     const { batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 5000 }, () => UNAVAILABLE);
     addRecords(batcher, 0, 4);
@@ -552,7 +592,35 @@ describe('retries (SPEC §4.5)', () => {
     expect(batcher.stats()).toMatchObject({ delivered: 0, dropped: { retries_exhausted: 4 }, inFlight: 0 });
   });
 
-  it('does not retry at all with maxRetryMs 0 when the delay would pass it', async () => {
+  it('cuts the last wait short to try once more at the deadline, then gives up (503s)', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 3000 }, () => UNAVAILABLE);
+    batcher.add(record(1));
+    // random() = 0.5: attempts at 0, 250, 750 and 1750 ms; the next delay (2000 ms) would end past
+    // the deadline, so the wait ends at it: a fifth attempt at 3000 ms.
+    await settle(1750);
+    expect(transport.posted).toHaveLength(4);
+    await settle(1249);
+    expect(transport.posted).toHaveLength(4);
+    expect(batcher.stats().dropped.retries_exhausted).toBe(0);
+    await settle(1);
+    expect(transport.posted).toHaveLength(5);
+    expect(batcher.stats()).toMatchObject({ delivered: 0, retried: 4, inFlight: 0, dropped: { retries_exhausted: 1 } });
+  });
+
+  it('with a Retry-After longer than maxRetryMs, tries once more at the deadline rather than giving up at once', async () => {
+    const { transport, batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 3000 }, (_request, index) =>
+      index === 0 ? { kind: 'retry', status: 429, afterMs: 10_000, reason: 'HTTP 429' } : OK,
+    );
+    batcher.add(record(1));
+    await settle(2999);
+    expect(transport.posted).toHaveLength(1);
+    expect(batcher.stats()).toMatchObject({ delivered: 0, inFlight: 1, dropped: { retries_exhausted: 0 } });
+    await settle(1);
+    expect(transport.posted).toHaveLength(2);
+    expect(batcher.stats()).toMatchObject({ delivered: 1, inFlight: 0, dropped: { retries_exhausted: 0 } });
+  });
+
+  it('does not retry at all with maxRetryMs 0: no time is left for another attempt', async () => {
     const { transport, batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 0 }, () => ({
       kind: 'retry',
       afterMs: 10,
@@ -778,6 +846,19 @@ describe('forceFlush and shutdown (SPEC §4.11)', () => {
     hanging.resolve(OK);
     await flush;
     expect(batcher.stats()).toMatchObject({ delivered: 201, queued: 0, inFlight: 0, batchesSent: 2 });
+  });
+
+  it('settles an undefined record (export([undefined]) from plain JS) like any other: counted, and a flush ends', async () => {
+    const { batcher } = setup();
+    batcher.add(undefined as unknown as TestRecord);
+    addRecords(batcher, 1, 2);
+    let flushed = false;
+    void batcher.forceFlush().then(() => {
+      flushed = true;
+    });
+    await settle();
+    expect(flushed).toBe(true);
+    expect(batcher.stats()).toMatchObject({ delivered: 2, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { rejected: 1 } });
   });
 
   it('forceFlush with nothing held resolves at once', async () => {

@@ -6,13 +6,15 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { settleWithin } from '../../src/batcher/batcher.js';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
 import { flushBeforeExit } from '../../src/exporter/exporter.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import type { ExporterOptions } from '../../src/options.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { readAllCalls, startFaultProxy, type FaultAction, type FaultProxy, type ProxiedRequest } from './fault-proxy.js';
-import { emitSpans, providerFor } from './spans.js';
+import { emitSpans, endedSpans, providerFor } from './spans.js';
 import { flushAll, testExporter } from './test-exporter.js';
 
 const PROJECT = 'acme/delivery';
@@ -92,6 +94,30 @@ describe('delivery through faults (SPEC §4.5, §4.10)', () => {
     expect(exporter.stats()).toMatchObject({ delivered: 0, dropped: { retries_exhausted: 20 } });
     await provider.shutdown();
   });
+});
+
+describe('bounded memory (SPEC §4.3)', () => {
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`${deliveryThread} thread: a span whose names are numbers (plain JS) leaves the bound in force`, async () => {
+      const { url } = await proxied(() => ({ kind: 'status', status: 503 }));
+      const maxQueueBytes = 200_000;
+      const exporter = exporterFor(url, { deliveryThread, maxQueueBytes, backpressureMs: 0, shutdownTimeoutMs: 200 });
+      const provider = providerFor(exporter, 'simple');
+      // The SDK keeps both as numbers; the size guess once became NaN, and the held bytes with it.
+      const numeric = provider.getTracer('plain-js').startSpan(404 as unknown as string);
+      numeric.addEvent(1 as unknown as string);
+      numeric.end();
+      // About 3.5 KB each: 200 of them are over three times the bound.
+      emitSpans(provider, 200, () => ({ 'input.value': 'x'.repeat(1000) }));
+      const stats = exporter.stats();
+      expect(Number.isFinite(stats.queuedBytes)).toBe(true);
+      expect(stats.queuedBytes).toBeLessThanOrEqual(maxQueueBytes);
+      expect(stats.dropped.queue_full).toBeGreaterThan(0);
+      await provider.shutdown();
+      const final = exporter.stats();
+      expect(final.dropped.queue_full + final.dropped.shutdown).toBe(201);
+    });
+  }
 });
 
 describe('413 (SPEC §4.6)', () => {
@@ -218,17 +244,21 @@ describe('the SpanExporter contract (SPEC §1, §4.11)', () => {
     emitSpans(provider, 3);
     await flushAll(provider, exporter);
     await Promise.all([exporter.shutdown(), exporter.shutdown()]);
-    const spans = (() => {
-      const captured: any[] = [];
-      const collector = providerFor({ export: (batch, done) => { captured.push(...batch); done({ code: ExportResultCode.SUCCESS }); }, shutdown: async () => {} }, 'simple');
-      emitSpans(collector, 2);
-      return captured;
-    })();
-    const result = await new Promise<ExportResult>((resolve) => exporter.export(spans, resolve));
+    const result = await new Promise<ExportResult>((resolve) => exporter.export(endedSpans(2), resolve));
     expect(result.code).toBe(ExportResultCode.FAILED);
     expect(exporter.stats()).toMatchObject({ delivered: 3, dropped: { shutdown: 2 } });
     await exporter.shutdown();
   });
+
+  for (const deliveryThread of ['main', 'worker'] as const) {
+    it(`${deliveryThread} thread: settles an undefined span (export([undefined]) from plain JS) like any other`, async () => {
+      const exporter = exporterFor(server.url, { deliveryThread });
+      exporter.export([undefined as unknown as ReadableSpan, ...endedSpans(2)], () => {});
+      expect(await settleWithin(exporter.forceFlush(), 10_000)).toBe(true);
+      expect(exporter.stats()).toMatchObject({ delivered: 2, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { rejected: 1 } });
+      await exporter.shutdown();
+    });
+  }
 
   it('bounds shutdown by shutdownTimeoutMs when the service hangs, dropping what is left as shutdown', async () => {
     const { url } = await proxied(() => ({ kind: 'hang' }));

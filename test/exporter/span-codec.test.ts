@@ -32,6 +32,18 @@ describe('span codec', () => {
     }
   });
 
+  it('guesses a finite size for names the SDK kept as numbers (startSpan(404), addEvent(1) in plain JS)', () => {
+    const memory = new InMemorySpanExporter();
+    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(memory)] }).getTracer('codec-test');
+    const span = tracer.startSpan(404 as unknown as string);
+    span.addEvent(1 as unknown as string);
+    span.end();
+    const [numeric] = memory.getFinishedSpans();
+    expect(typeof numeric!.name).toBe('number');
+    expect(Number.isFinite(estimateSpanBytes(numeric!))).toBe(true);
+    expect(estimateSpanBytes(numeric!)).toBeGreaterThan(0);
+  });
+
   it('maps to a start and an end item, or to one completed call, of the configured project', () => {
     const codec = createSpanCodec('acme/demo');
     const [span] = endedSpans([{}]);

@@ -3,7 +3,9 @@ import { ROOT_CONTEXT, trace, type Attributes, type Context, type TracerProvider
 import {
   BasicTracerProvider,
   BatchSpanProcessor,
+  InMemorySpanExporter,
   SimpleSpanProcessor,
+  type ReadableSpan,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 
@@ -49,4 +51,11 @@ export function emitSpans(
     span.end();
   }
   return emitted;
+}
+
+/** `count` ended spans (as `emitSpans` makes them), to hand to an exporter's `export()` directly. */
+export function endedSpans(count: number): ReadableSpan[] {
+  const memory = new InMemorySpanExporter();
+  emitSpans(providerFor(memory, 'simple'), count);
+  return memory.getFinishedSpans();
 }

@@ -200,6 +200,32 @@ describe('deliveryThread: worker', () => {
     expect(String(call?.attributes.hostile.fn)).toContain('secret');
   });
 
+  it('copies as text only the span the clone refuses, not its neighbours in the same message', async () => {
+    const viaWorker = exporterFor('acme/worker-neighbour', { deliveryThread: 'worker' });
+    const viaMain = exporterFor('acme/main-neighbour', { deliveryThread: 'main' });
+    const tracer = new BasicTracerProvider({
+      spanProcessors: [
+        directTo((span) => {
+          viaMain.export([span], () => {});
+          // An instrumentation that put a function into the second span's attributes.
+          if (span.name === 'hostile') (span.attributes as Record<string, unknown>)['hostile.fn'] = () => 1;
+        }),
+      ],
+    }).getTracer('t');
+    const plain = tracer.startSpan('plain', { attributes: { score: Number.NaN, loss: Number.NEGATIVE_INFINITY } });
+    plain.end();
+    const hostile = tracer.startSpan('hostile');
+    hostile.end();
+    // One export, so one message to the worker, which the clone refuses as a whole.
+    viaWorker.export([plain as unknown as ReadableSpan, hostile as unknown as ReadableSpan], () => {});
+    await Promise.all([viaWorker.forceFlush(), viaMain.forceFlush()]);
+    expect(viaWorker.stats()).toMatchObject({ delivered: 2 });
+    const credentials = { username: server.username, password: server.password };
+    const plainCall = async (projectId: string) =>
+      comparable((await readAllCalls(server.url, projectId, credentials)).find((call) => call.op_name === 'plain')!);
+    expect(await plainCall('acme/worker-neighbour')).toEqual(await plainCall('acme/main-neighbour'));
+  });
+
   it("forwards the worker's diag lines to the application's logger (one clear error on 401)", async () => {
     const lines: string[] = [];
     const record = (message: string) => lines.push(message);

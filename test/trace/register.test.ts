@@ -13,7 +13,8 @@ import { trace as otelTrace } from '@opentelemetry/api';
 import type { ProxyTracerProvider } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallbridgeExporter } from '../../src/exporter/exporter.js';
-import { register } from '../../src/exporter/register.js';
+import { register, type RegisterOptions } from '../../src/exporter/register.js';
+import type { ExporterOptions } from '../../src/options.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { trace } from '../../src/trace/index.js';
 import { startFaultProxy, type FaultAction, type FaultProxy, type FaultProxyOptions, type ProxiedRequest } from '../exporter/fault-proxy.js';
@@ -122,6 +123,25 @@ describe('register()', () => {
     expect(() => register({ ...base, spanProcessor: 'fast' as 'direct' })).toThrow(InvalidOptionError);
     expect(() => register({ ...base, global: 'yes' as unknown as boolean })).toThrow(/`global`/);
     expect(() => register({ ...base, projectId: 'no-slash' })).toThrow(/`projectId`/);
+  });
+
+  it('refuses an unknown option, naming the one it most likely meant, before sending anywhere', () => {
+    const base = { projectId: 'acme/x', global: false, username: 'dev', password: 'pw' } as const;
+    expect(() => register({ ...base, baseURL: server.url } as RegisterOptions)).toThrow(/^Unknown option `baseURL` \(did you mean `baseUrl`\?\)$/);
+    expect(() => register({ ...base, baseUrl: server.url, span_processor: 'batch' } as RegisterOptions)).toThrow(/did you mean `spanProcessor`/);
+    expect(() => new CallbridgeExporter({ ...base, baseUrl: server.url, global: false } as ExporterOptions)).toThrow(/`global` here: it is an option of register\(\)/);
+    // register()'s own options, and any option left undefined, are fine.
+    const tracing = register({ ...base, baseUrl: server.url, spanProcessor: 'simple', flushOnExit: undefined, logLevel: undefined });
+    return tracing.shutdown();
+  });
+
+  it('refuses a projectId that is not text, which would otherwise fail on the delivery thread', () => {
+    const base = { baseUrl: server.url, global: false, username: 'dev', password: 'pw', deliveryThread: 'worker' } as const;
+    expect(() => register({ ...base, projectId: ['acme/x'] as unknown as string })).toThrow(/`projectId` to be an "entity\/project" string/);
+    expect(() => new CallbridgeExporter({ ...base, projectId: { toString: () => 'acme/x' } as unknown as string })).toThrow(InvalidOptionError);
+    expect(() => new CallbridgeExporter(null as unknown as ExporterOptions)).toThrow(/`options` to be an object, got null$/);
+    expect(() => register(null as never)).toThrow(/`options` to be an object, got null$/);
+    expect(() => register('acme/x' as never)).toThrow(InvalidOptionError);
   });
 });
 
@@ -332,9 +352,10 @@ ${end}
 
   // A slow service that recovers from one failure: the report of the answer that ended the outage
   // used to say "not sending, still retrying" for a moment, and the process went in the middle of
-  // the flush. The application itself stays alive until 100 ms after the 503, so that the 0 ms
-  // backoff (an unref'd timer) does not end the process on either thread, and not after: from
-  // then on only the flush holds it, while the slow answers come.
+  // the flush. The application itself stays alive until 600 ms after the 503, so that the first
+  // backoff (an unref'd timer; at most 500 ms, as Retry-After: 0 does not shorten it) does not end
+  // the process on either thread, and not after: from then on only the flush holds it, while the
+  // slow answers come.
   it.each(['main', 'worker'])('lets a flush past its hold go on after a slow service recovers from a failure (%s thread)', async (thread) => {
     const firstFails = ({ index }: ProxiedRequest): FaultAction =>
       index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 300 };
@@ -345,7 +366,7 @@ ${end}
         { shutdownTimeoutMs: 250, maxBatchItems: 10, concurrency: 1, deliveryThread: thread },
         40,
         [
-          'const untilRetried = setInterval(() => exporter.stats().retried > 0 && (clearInterval(untilRetried), setTimeout(() => {}, 100)), 5);',
+          'const untilRetried = setInterval(() => exporter.stats().retried > 0 && (clearInterval(untilRetried), setTimeout(() => {}, 600)), 5);',
           'await exporter.forceFlush();',
           'console.log(JSON.stringify(exporter.stats()));',
         ].join('\n'),
