@@ -38,6 +38,13 @@ export let exportedSpans: (exporter: CallbridgeExporter) => number;
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
 /**
+ * Whether `exporter`'s service is not taking batches now (a request failed with a retryable error
+ * and none has succeeded since); for `register()`'s `forceFlush`, which stops waiting for such a
+ * service but not for a slow one. Assigned by the static block, as above.
+ */
+export let isRetrying: (exporter: CallbridgeExporter) => boolean;
+
+/**
  * Delivers finished spans as calls through `call/upsert_batch` (or `calls/complete` for
  * complete-mode projects), batched, retried and bounded in memory. Works behind
  * `BatchSpanProcessor` and `SimpleSpanProcessor` alike.
@@ -70,6 +77,7 @@ export class CallbridgeExporter implements SpanExporter {
 
   static {
     exportedSpans = (exporter) => exporter.#exported;
+    isRetrying = (exporter) => exporter.#batcher.isRetrying();
     // The exit flushes (register()'s, and this exporter's own) need the batcher and the timeout;
     // they are not public API.
     flushBeforeExit = async (exporter, flush) => {

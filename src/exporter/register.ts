@@ -26,9 +26,9 @@ import {
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
-import { resolveLogLevel, type ExporterOptions } from '../options.js';
+import { resolveDelivery, resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit } from './exit-watch.js';
-import { CallbridgeExporter, exportedSpans, flushBeforeExit } from './exporter.js';
+import { CallbridgeExporter, exportedSpans, flushBeforeExit, isRetrying } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
 export interface RegisterOptions extends ExporterOptions {
@@ -57,7 +57,11 @@ export interface RegisterOptions extends ExporterOptions {
 export interface Tracing {
   readonly provider: NodeTracerProvider;
   readonly exporter: CallbridgeExporter;
-  /** Resolves when every span ended before the call is delivered or dropped. Never rejects. */
+  /**
+   * Resolves when every span ended before the call is delivered or dropped, or after
+   * `shutdownTimeoutMs` with a warning saying how many are still waiting (they stay queued and
+   * are retried until `maxRetryMs`; `exporter.stats()` tells). Never rejects.
+   */
   forceFlush(): Promise<void>;
   /** Flush, close the exporter, remove the exit hook and the global registration. Idempotent; never rejects. */
   shutdown(): Promise<void>;
@@ -93,23 +97,43 @@ export function register(options: RegisterOptions = {}): Tracing {
   const exporter = new CallbridgeExporter({ ...exporterOptions, flushOnExit: false });
   const log = createLog(resolveLogLevel(exporterOptions.logLevel));
   const processor = createProcessor(spanProcessor, exporter, log);
+  const { shutdownTimeoutMs } = resolveDelivery(exporterOptions);
   const provider = new NodeTracerProvider({ spanProcessors: [processor] });
   const ownsGlobal = global && registerGlobally(provider, log);
 
+  // The processor (the provider's only one), then the exporter: BatchSpanProcessor's forceFlush
+  // hands its buffer over but does not flush the exporter. Not `provider.forceFlush()`: the SDK
+  // bounds that by a timer of its own (30 s), which ends it with its own words ("Span processor
+  // did not completed within timeout period") even while a slow service is still answering, and
+  // holds the process until then. Unbounded here; `forceFlush` and the exit flush bound it.
+  const flushAll = async (): Promise<void> => {
+    await processor.forceFlush();
+    await exporter.forceFlush();
+  };
+  const reportFlushError = (error: unknown): void => log.error(`callbridge: flush failed: ${String(error)}`);
+
   const forceFlush = async (): Promise<void> => {
-    try {
-      // BatchSpanProcessor's forceFlush hands its buffer over but does not flush the exporter.
-      await provider.forceFlush();
-      await exporter.forceFlush();
-    } catch (error) {
-      log.error(`callbridge: flush failed: ${String(error)}`);
+    const givingUp = whenDownFor(exporter, shutdownTimeoutMs);
+    let gaveUp = false;
+    // Once given up on, the flush's own end (the SDK's bound, a second later) says nothing more.
+    const flushed = flushAll().then(
+      () => true,
+      (error: unknown) => {
+        if (!gaveUp) reportFlushError(error);
+        return true;
+      },
+    );
+    if (!(await Promise.race([flushed, givingUp.reached]))) {
+      gaveUp = true;
+      warnStillWaiting(exporter, shutdownTimeoutMs, log);
     }
+    givingUp.cancel();
   };
 
   let shuttingDown: Promise<void> | undefined;
   // The exit flush (exit-watch.ts): on `beforeExit`, the provider then the exporter, when spans
   // ended since the last one began; bounded by `shutdownTimeoutMs` (see flushBeforeExit).
-  const flushIfNew = flushWhenNew(() => processor.endedSpans, () => flushBeforeExit(exporter, forceFlush));
+  const flushIfNew = flushWhenNew(() => processor.endedSpans, () => flushBeforeExit(exporter, () => flushAll().catch(reportFlushError)));
   const unwatchExit = watchExit({
     flushBeforeExit: () => {
       if (flushOnExit && shuttingDown === undefined) flushIfNew();
@@ -145,6 +169,41 @@ export function register(options: RegisterOptions = {}): Tracing {
   };
 
   return { provider, exporter, forceFlush, shutdown };
+}
+
+/** How often a flush past its bound looks again at whether the service is taking batches. */
+const DOWN_CHECK_MS = 100;
+
+/**
+ * Reached once `afterMs` have passed and `exporter`'s service is not taking batches (retrying): a
+ * flush stops waiting for a service that is down, not for one that is slow but answering (that
+ * one's spans arrive when it answers, and cutting the flush short would leave them in flight).
+ * Its timers are not unref'd: the caller awaits this flush, and is owed its end.
+ */
+function whenDownFor(exporter: CallbridgeExporter, afterMs: number): { reached: Promise<false>; cancel(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const reached = new Promise<false>((resolve) => {
+    const check = (): void => {
+      if (isRetrying(exporter)) resolve(false);
+      else timer = setTimeout(check, DOWN_CHECK_MS);
+    };
+    timer = setTimeout(check, afterMs);
+  });
+  return { reached, cancel: () => clearTimeout(timer) };
+}
+
+/**
+ * `forceFlush()` stopped waiting with spans not yet delivered (a service down or refusing them):
+ * says how many and what happens to them, rather than resolving as if they were delivered.
+ */
+function warnStillWaiting(exporter: CallbridgeExporter, waitedMs: number, log: Log): void {
+  const { queued, inFlight } = exporter.stats();
+  const waiting = queued + inFlight;
+  if (waiting === 0) return;
+  log.warn(
+    `callbridge: forceFlush() stopped waiting after ${waitedMs} ms (shutdownTimeoutMs) with ${waiting} ${waiting === 1 ? 'span' : 'spans'} ` +
+      'not yet delivered; they stay queued and are retried until maxRetryMs (the messages above say why they were not taken)',
+  );
 }
 
 function createProcessor(kind: 'direct' | 'simple' | 'batch', exporter: SpanExporter, log: Log): CountingProcessor {

@@ -378,6 +378,36 @@ ${end}
     });
   });
 
+  it.each(['main', 'worker'])(
+    'stops an awaited forceFlush() after shutdownTimeoutMs while the service is down, saying how many spans wait (%s thread)',
+    async (thread) => {
+      await withUnavailableService(async (url) => {
+        const run = await runScript(
+          `flush-while-down-${thread}.mjs`,
+          `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/flush-down', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, deliveryThread: '${thread}' });
+trace(function hello(x) { return x + 1; })(1);
+await tracing.forceFlush();
+const { queued, inFlight } = tracing.exporter.stats();
+console.log('after forceFlush', queued + inFlight);
+process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
+`,
+          url,
+        );
+        expect(run.code).toBe(0);
+        expect(run.output).toContain(
+          'callbridge: forceFlush() stopped waiting after 500 ms (shutdownTimeoutMs) with 1 span not yet delivered; they stay queued',
+        );
+        expect(run.output).toContain('after forceFlush 1');
+        // Not the SDK's own words for its flush timeout.
+        expect(run.output).not.toContain('did not completed');
+        // The exit flush then counts it.
+        expect(lastLine(run.output)).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
+      });
+    },
+  );
+
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
     await withUnavailableService(async (url) => {
       const run = await runScript(
