@@ -3,7 +3,7 @@
  * whichever of success, failure, cancellation or abandonment comes first.
  */
 import { SpanStatusCode } from '@opentelemetry/api';
-import type { Exception, Span } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
 import { OUTPUT, OUTPUTS, STREAM_END } from './attributes.js';
 import type { CapturePolicy } from './capture.js';
 import { capture, captureText, messageOf } from './capture.js';
@@ -45,8 +45,9 @@ export class CallEnd {
     this.#done = true;
     if (this.#watched) abandoned.unregister(this);
     try {
-      this.span.recordException(asException(error));
-      this.span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
+      const message = thrownText(error, this.policy);
+      this.span.recordException(error instanceof Error || typeof error === 'string' ? error : { name: typeof error, message });
+      this.span.setStatus({ code: SpanStatusCode.ERROR, message });
     } catch {
       // A hostile thrown value (a Proxy whose traps throw) must not replace the user's error.
     }
@@ -115,10 +116,24 @@ function hasValueMember(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && Object.hasOwn(value, 'value');
 }
 
-function asException(error: unknown): Exception {
-  if (error instanceof Error) return error;
-  if (typeof error === 'string') return error;
-  return { name: typeof error, message: messageOf(error) };
+/** Longest text a thrown value that is no Error is written as (the call's `exception`). */
+const MAX_THROWN_TEXT_BYTES = 1024;
+
+/**
+ * What a thrown value says, for the span's status message (the call's `exception`, SPEC §3): an
+ * Error's message, a string itself, an object's own `message` text if it has one, otherwise its
+ * JSON as capture writes it (`{"code":42}`, secrets masked by the call's redaction), never
+ * `"[object Object]"`.
+ */
+function thrownText(error: unknown, policy: CapturePolicy): string {
+  if (error instanceof Error || typeof error !== 'object' || error === null) return messageOf(error);
+  try {
+    const message = (error as { message?: unknown }).message;
+    if (typeof message === 'string' && message !== '') return message;
+  } catch {
+    // A getter that throws: the JSON below says what can be read.
+  }
+  return capture(error, { ...policy, maxValueBytes: Math.min(policy.maxValueBytes, MAX_THROWN_TEXT_BYTES) }).json;
 }
 
 // A stream or thenable that its caller drops without finishing would otherwise keep its span open

@@ -229,6 +229,28 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
     expect(tracing.spans().every((span) => span.status.code === SpanStatusCode.ERROR)).toBe(true);
   });
 
+  it('records what a thrown non-Error says: its message, else its JSON (redacted), never "[object Object]"', () => {
+    const cases: Array<[unknown, string]> = [
+      [{ code: 42 }, '{"code":42}'],
+      [{ message: 'quota exceeded', status: 429 }, 'quota exceeded'],
+      [{ code: 'E_AUTH', apiKey: 'sk-live-123' }, '{"code":"E_AUTH","apiKey":"[REDACTED]"}'],
+      [['a', 1], '["a",1]'],
+      [42, '42'],
+      ['text', 'text'],
+    ];
+    for (const [thrown, expected] of cases) {
+      tracing.reset();
+      expect(() =>
+        trace(function thrower() {
+          throw thrown;
+        })(),
+      ).toThrow();
+      const [span] = tracing.spans();
+      expect(span?.status).toEqual({ code: SpanStatusCode.ERROR, message: expected });
+      expect(span?.events[0]?.attributes?.['exception.message']).toBe(expected);
+    }
+  });
+
   it('handles a resolved promise: same value, span ends when it settles', async () => {
     let release!: (value: string) => void;
     const slow = trace(function slow() {
