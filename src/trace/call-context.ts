@@ -74,9 +74,18 @@ const ATTRIBUTE_POLICY = { maxValueBytes: DEFAULT_MAX_VALUE_BYTES, redactor: com
  * setCallAttributes({ env: 'prod', userTier: 'free' });
  */
 export function setCallAttributes(attributes: Record<string, unknown>): void {
+  const span = otelTrace.getSpan(context.active());
+  if (span !== undefined) addCallAttributes(span, attributes);
+}
+
+/**
+ * `setCallAttributes` for a given span (the wrapper's own notes, such as how a stream ended, which
+ * are written when the call ends, outside its context). Does nothing once the span has ended.
+ * Never throws.
+ */
+export function addCallAttributes(span: Span, attributes: Record<string, unknown>): void {
   try {
-    const span = otelTrace.getSpan(context.active());
-    if (span === undefined || !span.isRecording()) return;
+    if (!span.isRecording()) return;
     const captured = capture(attributes, ATTRIBUTE_POLICY).value;
     if (captured === null || typeof captured !== 'object' || Array.isArray(captured)) return;
     const merged = { ...writtenAttributes.get(span), ...(captured as Record<string, unknown>) };

@@ -3,7 +3,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { trace } from '../../src/trace/index.js';
+import { toCallParts } from '../../src/mapping/index.js';
+import { setCallAttributes, trace } from '../../src/trace/index.js';
 import { installProvider, jsonAttribute, parentOf } from './provider.js';
 
 const tracing = installProvider();
@@ -63,6 +64,24 @@ describe('async generators', () => {
     expect(jsonAttribute(span, 'output')).toEqual([0, 10]);
     expect(span.attributes['callbridge.stream.end']).toBe('cancelled');
     expect(span.status.code).toBe(SpanStatusCode.UNSET);
+  });
+
+  it("shows how a stream ended among the call's attributes, merged with the function's own", async () => {
+    const tagged = trace(async function* tagged() {
+      setCallAttributes({ source: 'cache' });
+      yield 'a';
+      yield 'b';
+    });
+    for await (const chunk of tagged()) {
+      if (chunk === 'a') break;
+    }
+    const { start } = toCallParts(tracing.span('tagged'), 'acme/streams');
+    // The span attribute alone reaches only otel_dump, which the service does not show.
+    expect(start.attributes).toEqual({ source: 'cache', callbridge: { stream: { end: 'cancelled' } } });
+    for await (const _chunk of tagged()) {
+      // read to its end: no marker
+    }
+    expect(toCallParts(tracing.spans().at(-1)!, 'acme/streams').start.attributes).toEqual({ source: 'cache' });
   });
 
   it('records an error thrown by the generator and passes it on unchanged', async () => {
@@ -269,6 +288,8 @@ describe('abandoned streams', () => {
       gc();
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    expect(tracing.span('dropped').attributes['callbridge.stream.end']).toBe('abandoned');
+    const span = tracing.span('dropped');
+    expect(span.attributes['callbridge.stream.end']).toBe('abandoned');
+    expect(toCallParts(span, 'acme/streams').start.attributes).toMatchObject({ callbridge: { stream: { end: 'abandoned' } } });
   });
 });
