@@ -7,6 +7,7 @@ import { isUtf8 } from 'node:buffer';
 import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
+import { checkBeforeBody } from './before-body.js';
 import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
@@ -73,7 +74,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
   // Bodies are JSON only (plus multipart, whose parser the files routes register themselves).
   app.removeContentTypeParser('text/plain');
   replaceJsonParserWithStrictUtf8(app, options.maxBodyBytes);
-  refuseUnknownContentCodings(app);
+  // A body in a coding the server cannot undo (content-encoding.ts) is refused before it is read.
+  app.addHook('preParsing', checkBeforeBody((request) => contentCodingOf(request.headers['content-encoding'])));
   app.decorateRequest('callbridgeUser', null);
 
   app.addHook('onRequest', async (request: FastifyRequest) => {
@@ -151,23 +153,6 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
       (bytes) => parseBytes(request, bytes, done),
       (error: unknown) => done(error as Error, undefined),
     );
-  });
-}
-
-/**
- * Refuses a body in a coding the server cannot undo (`content-encoding.ts`) before reading it, and
- * closes the connection rather than keep a half-read one alive (as Fastify does when its own body
- * reading fails).
- */
-function refuseUnknownContentCodings(app: FastifyInstance): void {
-  app.addHook('preParsing', async (request, reply, payload) => {
-    try {
-      contentCodingOf(request.headers['content-encoding']);
-    } catch (error) {
-      void reply.header('connection', 'close');
-      throw error;
-    }
-    return payload;
   });
 }
 

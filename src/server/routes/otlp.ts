@@ -6,9 +6,9 @@
  * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read, and the
  * decompressed size is bounded by the same limit.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError } from '../errors.js';
+import { checkBeforeBody } from '../before-body.js';
 import { decodeContentEncoding } from '../content-encoding.js';
 import {
   decodeTraceRequestJson,
@@ -41,17 +41,7 @@ export const otlpRoutes: RouteModule = (app, ctx) => {
       done(null, body);
     });
 
-    const preParsing = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-      try {
-        formatOf(request.headers['content-type']);
-      } catch (error) {
-        // The body stays unread: close the connection rather than keep a half-read one alive
-        // (as Fastify does when its own body parsing fails).
-        void reply.header('connection', 'close');
-        throw error;
-      }
-      return payload;
-    };
+    const preParsing = checkBeforeBody((request) => formatOf(request.headers['content-type']));
 
     scope.post(OTLP_TRACES_PATH, { preParsing }, async (request, reply) => {
       const format = formatOf(request.headers['content-type']);
