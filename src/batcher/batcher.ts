@@ -98,6 +98,12 @@ export interface Batcher<T> {
    */
   isRetrying(): boolean;
   /**
+   * A request is on the wire (not only waiting out a backoff): the service, slow or not, has work
+   * it may still answer. With `isRetrying()`, it tells a service that is down (retrying, nothing
+   * on the wire) from one answering a retry slowly.
+   */
+  isDelivering(): boolean;
+  /**
    * Bytes of records not yet in a request (queued, not in flight): what back-pressure measures
    * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
    */
@@ -398,7 +404,7 @@ class QueueBatcher<T> implements Batcher<T> {
     return this.#lastRetryReason !== undefined;
   }
 
-  #isDelivering(): boolean {
+  isDelivering(): boolean {
     return this.#inFlightBatches.size > this.#backingOff;
   }
 
@@ -410,12 +416,12 @@ class QueueBatcher<T> implements Batcher<T> {
    */
   #noteDelivering(): void {
     if (this.#options.onDeliveringChanged === undefined) return;
-    if (this.#isDelivering()) {
+    if (this.isDelivering()) {
       if (!this.#toldDelivering) this.#tellDelivering(true);
     } else if (this.#toldDelivering) {
       const stop = ++this.#deliveryStops;
       setImmediate(() => {
-        if (stop === this.#deliveryStops && !this.#isDelivering()) this.#tellDelivering(false);
+        if (stop === this.#deliveryStops && !this.isDelivering()) this.#tellDelivering(false);
       });
     }
   }

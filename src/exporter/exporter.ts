@@ -38,11 +38,12 @@ export let exportedSpans: (exporter: CallbridgeExporter) => number;
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
 /**
- * Whether `exporter`'s service is not taking batches now (a request failed with a retryable error
- * and none has succeeded since); for `register()`'s `forceFlush`, which stops waiting for such a
- * service but not for a slow one. Assigned by the static block, as above.
+ * Whether `exporter`'s service is down for now: a request failed with a retryable error, none has
+ * succeeded since, and none is on the wire (a retry being answered slowly is not "down"). For
+ * `register()`'s `forceFlush`, which stops waiting for such a service but not for a slow one.
+ * Assigned by the static block, as above.
  */
-export let isRetrying: (exporter: CallbridgeExporter) => boolean;
+export let isServiceDown: (exporter: CallbridgeExporter) => boolean;
 
 /**
  * Delivers finished spans as calls through `call/upsert_batch` (or `calls/complete` for
@@ -77,7 +78,7 @@ export class CallbridgeExporter implements SpanExporter {
 
   static {
     exportedSpans = (exporter) => exporter.#exported;
-    isRetrying = (exporter) => exporter.#batcher.isRetrying();
+    isServiceDown = (exporter) => exporter.#batcher.isRetrying() && !exporter.#batcher.isDelivering();
     // The exit flushes (register()'s, and this exporter's own) need the batcher and the timeout;
     // they are not public API.
     flushBeforeExit = async (exporter, flush) => {
@@ -89,9 +90,9 @@ export class CallbridgeExporter implements SpanExporter {
       });
       try {
         batcher.settleForExit?.();
-        // `flush()` can end before the spans are settled: the SDK bounds a provider's flush by its
-        // own timeout (30 s, the default shutdownTimeoutMs too), which may pass first. So the
-        // batcher's own flush follows, and the deadline bounds both.
+        // `flush()` (the exporter's own, or register()'s processor-then-exporter flush) may end
+        // before the spans are settled: a BatchSpanProcessor bounds its export by a timeout of
+        // its own. So the batcher's own flush follows, and the deadline bounds both.
         const settled = await Promise.race([flush().then(() => batcher.forceFlush()).then(() => true), outOfTime]);
         if (settled) {
           // A flush reports drops at most once per interval; at exit the next interval never comes.

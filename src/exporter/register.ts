@@ -28,7 +28,7 @@ import { InvalidOptionError } from '../errors.js';
 import { createLog, type Log } from '../log.js';
 import { resolveDelivery, resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit } from './exit-watch.js';
-import { CallbridgeExporter, exportedSpans, flushBeforeExit, isRetrying } from './exporter.js';
+import { CallbridgeExporter, exportedSpans, flushBeforeExit, isServiceDown } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
 export interface RegisterOptions extends ExporterOptions {
@@ -115,7 +115,7 @@ export function register(options: RegisterOptions = {}): Tracing {
   const forceFlush = async (): Promise<void> => {
     const givingUp = whenDownFor(exporter, shutdownTimeoutMs);
     let gaveUp = false;
-    // Once given up on, the flush's own end (the SDK's bound, a second later) says nothing more.
+    // Once given up on, the flush's own end (delivered or dropped later) says nothing more.
     const flushed = flushAll().then(
       () => true,
       (error: unknown) => {
@@ -175,16 +175,17 @@ export function register(options: RegisterOptions = {}): Tracing {
 const DOWN_CHECK_MS = 100;
 
 /**
- * Reached once `afterMs` have passed and `exporter`'s service is not taking batches (retrying): a
- * flush stops waiting for a service that is down, not for one that is slow but answering (that
- * one's spans arrive when it answers, and cutting the flush short would leave them in flight).
+ * Reached once `afterMs` have passed and `exporter`'s service is down (retrying, with no request
+ * on the wire): a flush stops waiting for a service that is down, not for one that is slow but
+ * answering, a first attempt or a retry (its spans arrive when it answers, and cutting the flush
+ * short would leave them in flight).
  * Its timers are not unref'd: the caller awaits this flush, and is owed its end.
  */
 function whenDownFor(exporter: CallbridgeExporter, afterMs: number): { reached: Promise<false>; cancel(): void } {
   let timer: NodeJS.Timeout | undefined;
   const reached = new Promise<false>((resolve) => {
     const check = (): void => {
-      if (isRetrying(exporter)) resolve(false);
+      if (isServiceDown(exporter)) resolve(false);
       else timer = setTimeout(check, DOWN_CHECK_MS);
     };
     timer = setTimeout(check, afterMs);

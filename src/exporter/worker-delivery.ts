@@ -316,6 +316,11 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     return this.#remoteRetrying || (this.#here?.isRetrying() ?? false);
   }
 
+  /** As the worker last reported it (`onDeliveringChanged`), or the fallback's own. */
+  isDelivering(): boolean {
+    return this.#remoteDelivering || (this.#here?.isDelivering() ?? false);
+  }
+
   waitingBytes(): number {
     return this.#waitingBytes();
   }

@@ -408,6 +408,34 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
     },
   );
 
+  it.each(['main', 'worker'])(
+    'keeps an awaited forceFlush() waiting for a slow answer to a retry, past shutdownTimeoutMs (%s thread)',
+    async (thread) => {
+      // One 503, then answers that take 1.5 s. The retry leaves within 500 ms (the first backoff), so
+      // at the 700 ms bound it is on the wire: the service is slow, not down.
+      const failsOnceThenSlow = ({ index }: ProxiedRequest): FaultAction =>
+        index === 0 ? { kind: 'status', status: 503, headers: { 'retry-after': '0' } } : { kind: 'slow', delayMs: 1500 };
+      await withScriptedService(failsOnceThenSlow, async ({ url }) => {
+        const project = `acme/flush-slow-retry-${thread}`;
+        const run = await runScript(
+          `flush-slow-retry-${thread}.mjs`,
+          `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 700, deliveryThread: '${thread}' });
+trace(function hello(x) { return x + 1; })(1);
+await tracing.forceFlush();
+console.log(JSON.stringify(tracing.exporter.stats()));
+`,
+          url,
+        );
+        expect(run.code).toBe(0);
+        expect(run.output).not.toContain('stopped waiting');
+        expect(lastLine(run.output)).toMatchObject({ delivered: 1, queued: 0, inFlight: 0 });
+        expect(await queryCalls(project)).toHaveLength(1);
+      });
+    },
+  );
+
   it('finishes an awaited shutdown() while the service is down (main thread), counting the span', async () => {
     await withUnavailableService(async (url) => {
       const run = await runScript(
