@@ -159,7 +159,7 @@ class PoolTransport implements HttpTransport {
   readonly #pathPrefix: string;
   readonly #authorization: string | undefined;
   readonly #timeoutMs: number;
-  /** Response bodies not yet closed: read by a caller, or handed back to one. */
+  /** Response bodies handed back unread (streams) and not yet closed. */
   readonly #openBodies = new Set<ResponseBody>();
   #closing: Promise<void> | undefined;
 
@@ -226,13 +226,14 @@ class PoolTransport implements HttpTransport {
       );
       status = response.statusCode;
       body = response.body;
-      this.#keepTrackOf(body);
       if (status < 200 || status >= 300) {
         const text = await readCapped(response.body, MAX_ERROR_BODY_BYTES);
         // Not a 2xx, so never 'ok'.
         return classify({ status, headers: response.headers, body: text }, context) as FailedOutcome;
       }
       const value = await read2xx(response.body);
+      // A body handed back unread (a stream) is the caller's to read or leave: see close().
+      if ((value as unknown) === response.body) this.#keepTrackOf(response.body);
       return { kind: 'ok', status, headers: response.headers, value };
     } catch (error) {
       body?.destroy();
@@ -248,8 +249,10 @@ class PoolTransport implements HttpTransport {
 
   /**
    * Closes the pool once the requests under way have ended. Bodies handed back unread (a stream
-   * the caller stopped reading without closing it) are destroyed first: each holds a connection
-   * that would otherwise never come back, and the pool's close would wait for it forever.
+   * the caller stopped reading without closing it) are destroyed first, and so is one handed back
+   * after this call (its request was under way): each holds a connection that would otherwise
+   * never come back, and the pool's close would wait for it forever. Requests reading their own
+   * answers (everything but streams) end as usual.
    */
   close(): Promise<void> {
     if (this.#closing === undefined) {
@@ -259,9 +262,13 @@ class PoolTransport implements HttpTransport {
     return this.#closing;
   }
 
-  /** Notes a response body until it closes (see `close`). */
+  /** Notes a response body handed back unread until it closes (see `close`). */
   #keepTrackOf(body: ResponseBody): void {
     if (body.destroyed) return;
+    if (this.#closing !== undefined) {
+      body.destroy();
+      return;
+    }
     this.#openBodies.add(body);
     body.once('close', () => this.#openBodies.delete(body));
   }

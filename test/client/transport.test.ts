@@ -279,6 +279,36 @@ describe('transport: failures become outcomes', () => {
       expect(await pending).toMatchObject({ kind: 'retry', code: 'CALLBRIDGE_ABORTED' });
     });
 
+    it('close() lets a response being read to its end finish: only streams left unread are destroyed', async () => {
+      let headersSent!: () => void;
+      const sent = new Promise<void>((resolve) => (headersSent = resolve));
+      const server = track(
+        await startScriptedServer((_req, res) => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.write('{"call":');
+          headersSent();
+          setTimeout(() => res.end('null}'), 200);
+        }),
+      );
+      const transport = createTransport(resolveConnection({ baseUrl: server.url, requestTimeoutMs: 60_000 }, {}));
+      const reading = transport.post('/call/read', '{}');
+      await sent;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await transport.close();
+      expect(await reading).toEqual({ kind: 'ok', status: 200, body: { call: null } });
+    });
+
+    it('close() also ends a stream whose answer comes after it was called', async () => {
+      const server = track(await streamingServer());
+      const transport = createTransport(resolveConnection({ baseUrl: server.url, requestTimeoutMs: 60_000 }, {}));
+      const opening = transport.exchange({ path: '/stream' }, (body) => body);
+      const closing = transport.close();
+      const opened = await opening;
+      // Handed back already destroyed: reading it fails, and the pool's close does not wait for it.
+      expect(opened.kind === 'ok' && opened.value.destroyed).toBe(true);
+      await closing;
+    });
+
     it('close() destroys the unread response and resolves; what was queued ends too', async () => {
       const server = track(await streamingServer());
       const transport = createTransport(resolveConnection({ baseUrl: server.url, connections: 1, requestTimeoutMs: 60_000 }, {}));
