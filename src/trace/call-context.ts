@@ -79,9 +79,21 @@ export function setCallAttributes(attributes: Record<string, unknown>): void {
 }
 
 /**
- * `setCallAttributes` for a given span (the wrapper's own notes, such as how a stream ended, which
- * are written when the call ends, outside its context). Does nothing once the span has ended.
- * Never throws.
+ * The wrapper's own note on a call (how a stream ended), under the call attribute `callbridge`,
+ * merged with what that member already holds (`setCallAttributes({ callbridge: {...} })` keeps
+ * its keys). Written when the call ends, outside its context. Never throws.
+ *
+ * @example
+ * noteOnCall(span, { stream: { end: 'cancelled' } }); // attributes.callbridge.stream.end
+ */
+export function noteOnCall(span: Span, note: Record<string, unknown>): void {
+  const earlier = writtenAttributes.get(span)?.callbridge;
+  const merged = typeof earlier === 'object' && earlier !== null && !Array.isArray(earlier) ? { ...earlier, ...note } : note;
+  addCallAttributes(span, { callbridge: merged });
+}
+
+/**
+ * `setCallAttributes` for a given span. Does nothing once the span has ended. Never throws.
  */
 export function addCallAttributes(span: Span, attributes: Record<string, unknown>): void {
   try {

@@ -6,7 +6,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import type { Span } from '@opentelemetry/api';
 import { OUTPUT, OUTPUTS, STREAM_END } from './attributes.js';
 import type { CapturePolicy } from './capture.js';
-import { addCallAttributes } from './call-context.js';
+import { noteOnCall } from './call-context.js';
 import { capture, captureText, messageOf } from './capture.js';
 
 /** How a streamed call stopped early: the consumer broke off, or dropped the stream unread. */
@@ -37,7 +37,7 @@ export class CallEnd {
         this.span.setAttribute(STREAM_END, early);
         // Also among the call's attributes (`wandb.attributes`, merged with what the function set),
         // where the service shows it: the span attribute alone reaches only `otel_dump`.
-        addCallAttributes(this.span, { callbridge: { stream: { end: early } } });
+        noteOnCall(this.span, { stream: { end: early } });
       }
     } catch {
       // Capture is best effort; the span still ends below.

@@ -12,7 +12,7 @@ import type { CapturePolicy } from './capture.js';
 import { DEFAULT_MAX_VALUE_BYTES } from './capture.js';
 import { compileInputs, type InputsText } from './inputs.js';
 import { readParams } from './params.js';
-import type { RedactOption } from './redact.js';
+import type { RedactOption, Redactor } from './redact.js';
 import { compileRedactor } from './redact.js';
 import { instrumentStream, streamShape } from './streams.js';
 
@@ -124,14 +124,14 @@ export function trace<F extends (...args: any[]) => any>(fn: F, options: TraceOp
 }
 
 function compileCall(fn: Function, options: TraceOptions): TracedCall {
-  const { maxValueBytes, captureInputs, captureOutput } = checkTraceOptions(options);
+  const { maxValueBytes, redactor, captureInputs, captureOutput } = checkTraceOptions(options);
   return {
     fn,
     name: options.name || fn.name || 'anonymous',
     kind: options.kind,
     displayName: options.displayName,
     reduce: options.reduce,
-    policy: { maxValueBytes, redactor: compileRedactor(options.redact) },
+    policy: { maxValueBytes, redactor },
     captureInputs,
     captureOutput,
     inputs: undefined,
@@ -142,7 +142,9 @@ function compileCall(fn: Function, options: TraceOptions): TracedCall {
  * Validate `options` of `trace()` (and of `@traced()`, when the decorator is made), naming the
  * option and the value received; returns the options that have defaults, resolved.
  */
-export function checkTraceOptions(options: TraceOptions): { maxValueBytes: number; captureInputs: boolean; captureOutput: boolean } {
+export function checkTraceOptions(
+  options: TraceOptions,
+): { maxValueBytes: number; redactor: Redactor; captureInputs: boolean; captureOutput: boolean } {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 64) {
@@ -157,6 +159,7 @@ export function checkTraceOptions(options: TraceOptions): { maxValueBytes: numbe
   // Checked like the others: `captureInputs: 'no'` would otherwise capture (a truthy string).
   return {
     maxValueBytes,
+    redactor: compileRedactor(options.redact),
     captureInputs: optionalBoolean('captureInputs', options.captureInputs, true),
     captureOutput: optionalBoolean('captureOutput', options.captureOutput, true),
   };

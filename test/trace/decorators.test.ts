@@ -116,5 +116,6 @@ describe('@traced misuse', () => {
     expect(() => traced({ captureOutput: 'no' as unknown as boolean })).toThrow(/`captureOutput` to be a boolean, got "no"$/);
     expect(() => traced({ maxValueBytes: 1 })).toThrow(/`maxValueBytes`/);
     expect(() => traced(null as unknown as undefined)).toThrow(/`options` to be an object, got null$/);
+    expect(() => traced({ redact: 'password' as never })).toThrow(/`redact`/);
   });
 });

@@ -68,7 +68,7 @@ describe('async generators', () => {
 
   it("shows how a stream ended among the call's attributes, merged with the function's own", async () => {
     const tagged = trace(async function* tagged() {
-      setCallAttributes({ source: 'cache' });
+      setCallAttributes({ source: 'cache', callbridge: { mine: 1 } });
       yield 'a';
       yield 'b';
     });
@@ -77,11 +77,11 @@ describe('async generators', () => {
     }
     const { start } = toCallParts(tracing.span('tagged'), 'acme/streams');
     // The span attribute alone reaches only otel_dump, which the service does not show.
-    expect(start.attributes).toEqual({ source: 'cache', callbridge: { stream: { end: 'cancelled' } } });
+    expect(start.attributes).toEqual({ source: 'cache', callbridge: { mine: 1, stream: { end: 'cancelled' } } });
     for await (const _chunk of tagged()) {
       // read to its end: no marker
     }
-    expect(toCallParts(tracing.spans().at(-1)!, 'acme/streams').start.attributes).toEqual({ source: 'cache' });
+    expect(toCallParts(tracing.spans().at(-1)!, 'acme/streams').start.attributes).toEqual({ source: 'cache', callbridge: { mine: 1 } });
   });
 
   it('records an error thrown by the generator and passes it on unchanged', async () => {
