@@ -205,16 +205,17 @@ export function underBackpressure(waitingBytes: number, heldBytes: number, maxQu
 }
 
 /**
- * What a record is charged against `maxQueueBytes` when it is admitted: `estimate()` rounded up to
- * a whole byte, at least 1. A record the guess cannot measure (it throws, or answers NaN or
+ * What a record is charged against `maxQueueBytes` when it is admitted: `estimate(record)` rounded
+ * up to a whole byte, at least 1 (the function and the record apart: no closure per span on the
+ * application's thread). A record the guess cannot measure (it throws, or answers NaN or
  * Infinity) is charged as a full batch (`maxBatchBytes`): bounded, never unbounded. A NaN charge
  * would make the held bytes NaN for good, every comparison with `maxQueueBytes` false, and so
  * lift the bound for every record after it.
  */
-export function admissionBytes(estimate: () => number, maxBatchBytes: number): number {
+export function admissionBytes<T>(estimate: (record: T) => number, record: T, maxBatchBytes: number): number {
   let bytes: number;
   try {
-    bytes = estimate();
+    bytes = estimate(record);
   } catch {
     return maxBatchBytes;
   }
@@ -276,6 +277,8 @@ export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
 
 class QueueBatcher<T> implements Batcher<T> {
   readonly #options: BatcherOptions<T>;
+  /** The codec's size guess, bound once (it is a method of the codec, and runs for every record). */
+  readonly #estimateBytes = (record: T): number => this.#options.codec.estimateBytes(record);
   readonly #random: () => number;
   readonly #completePath: string;
   readonly #sendSlots: PQueue;
@@ -342,7 +345,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#countDrop('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    const estimate = admissionBytes(() => this.#options.codec.estimateBytes(record), this.#options.maxBatchBytes);
+    const estimate = admissionBytes(this.#estimateBytes, record, this.#options.maxBatchBytes);
     if (this.#heldBytes + estimate > this.#options.maxQueueBytes) {
       this.#countDrop('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       return false;

@@ -222,7 +222,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       this.#dropLocally('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    const bytes = admissionBytes(() => estimateSpanBytes(span), this.#options.maxBatchBytes);
+    const bytes = admissionBytes(estimateSpanBytes, span, this.#options.maxBatchBytes);
     // Once per message's worth of spans while a slice is due, a look at whether it ever ran.
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
