@@ -206,7 +206,7 @@ export function underBackpressure(waitingBytes: number, heldBytes: number, maxQu
 
 /**
  * What a record is charged against `maxQueueBytes` when it is admitted: `estimate(record)` rounded
- * up to a whole byte, at least 1 (the function and the record apart: no closure per span on the
+ * up to a whole byte, at least 1 and at most `maxBatchBytes` (the function and the record apart: no closure per span on the
  * application's thread). A record the guess cannot measure (it throws, or answers NaN or
  * Infinity) is charged as a full batch (`maxBatchBytes`): bounded, never unbounded. A NaN charge
  * would make the held bytes NaN for good, every comparison with `maxQueueBytes` false, and so
@@ -219,7 +219,9 @@ export function admissionBytes<T>(estimate: (record: T) => number, record: T, ma
   } catch {
     return maxBatchBytes;
   }
-  return Number.isFinite(bytes) ? Math.max(1, Math.ceil(bytes)) : maxBatchBytes;
+  // At most a batch: a record larger than that is cut to fit one when it is serialised (or dropped
+  // as too_large), so charging its whole guess would refuse it as queue_full on an empty queue.
+  return Number.isFinite(bytes) ? Math.min(maxBatchBytes, Math.max(1, Math.ceil(bytes))) : maxBatchBytes;
 }
 
 type Mode = 'upsert' | 'complete';

@@ -117,6 +117,19 @@ describe('bounded memory (SPEC §4.3)', () => {
       const final = exporter.stats();
       expect(final.dropped.queue_full + final.dropped.shutdown).toBe(201);
     });
+
+    it(`${deliveryThread} thread: one span guessed larger than the whole bound is cut to a batch and delivered, not dropped`, async () => {
+      const exporter = exporterFor(server.url, { deliveryThread, maxQueueBytes: 1024 * 1024, maxBatchBytes: 256 * 1024 });
+      const provider = providerFor(exporter, 'simple');
+      // Its guess (attribute values count twice) is ~1.4 MB; once cut, it takes at most a batch.
+      const [big] = emitSpans(provider, 1, () => ({ 'input.value': 'y'.repeat(700_000) }));
+      await flushAll(provider, exporter);
+      expect(exporter.stats()).toMatchObject({ delivered: 1, dropped: { queue_full: 0, too_large: 0 } });
+      const calls = await readAllCalls(server.url, PROJECT, server);
+      const call = calls.find((candidate) => candidate.id === big!.spanId);
+      expect(JSON.stringify(call?.inputs)).toMatch(/…\[truncated \d+ bytes\]/);
+      await provider.shutdown();
+    });
   }
 });
 
