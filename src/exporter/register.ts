@@ -25,6 +25,7 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { InvalidOptionError } from '../errors.js';
+import { endOpenCalls } from '../trace/call-end.js';
 import { createLog, type Log } from '../log.js';
 import { resolveDelivery, resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit } from './exit-watch.js';
@@ -136,7 +137,11 @@ export function register(options: RegisterOptions = {}): Tracing {
   const flushIfNew = flushWhenNew(() => processor.endedSpans, () => flushBeforeExit(exporter, () => flushAll().catch(reportFlushError)));
   const unwatchExit = watchExit({
     flushBeforeExit: () => {
-      if (flushOnExit && shuttingDown === undefined) flushIfNew();
+      if (!flushOnExit || shuttingDown !== undefined) return;
+      // Nothing is left to run: a traced stream still unread never will be. Its call ends now
+      // (`unfinished`) and goes with this flush, instead of never ending.
+      endOpenCalls();
+      flushIfNew();
     },
     // A 'batch' processor's buffer (and its own drops) never reached the exporter, whose own exit
     // warning cannot see them.
@@ -152,6 +157,9 @@ export function register(options: RegisterOptions = {}): Tracing {
 
   const shutdown = (): Promise<void> => {
     shuttingDown ??= (async () => {
+      // Traced streams still open (unread, or read halfway) end now as `unfinished`, so that the
+      // final flush carries their calls; a span ended after shutdown could only be counted.
+      endOpenCalls();
       try {
         await provider.shutdown();
       } catch (error) {

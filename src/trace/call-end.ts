@@ -9,12 +9,21 @@ import type { CapturePolicy } from './capture.js';
 import { noteOnCall } from './call-context.js';
 import { capture, captureText, messageOf } from './capture.js';
 
-/** How a streamed call stopped early: the consumer broke off, or dropped the stream unread. */
-export type EarlyEnd = 'cancelled' | 'abandoned';
+/**
+ * How a streamed call stopped early: the consumer broke off, dropped the stream unread, or the
+ * tracing shut down (or the process came to its end) with the stream still open.
+ */
+export type EarlyEnd = 'cancelled' | 'abandoned' | 'unfinished';
+
+/** A watched call (see `CallEnd.watch`): its end, and how to read its output so far. */
+interface Watched {
+  readonly end: CallEnd;
+  readonly output: () => unknown;
+}
 
 export class CallEnd {
   #done = false;
-  #watched = false;
+  #watched: Watched | undefined;
 
   constructor(
     private readonly span: Span,
@@ -30,7 +39,7 @@ export class CallEnd {
   succeed(output: unknown, early?: EarlyEnd): void {
     if (this.#done) return;
     this.#done = true;
-    if (this.#watched) abandoned.unregister(this);
+    this.#unwatch();
     try {
       if (this.captureOutput) writeOutput(this.span, output, this.policy);
       if (early !== undefined) {
@@ -49,7 +58,7 @@ export class CallEnd {
   fail(error: unknown): void {
     if (this.#done) return;
     this.#done = true;
-    if (this.#watched) abandoned.unregister(this);
+    this.#unwatch();
     try {
       const message = thrownText(error, this.policy);
       this.span.recordException(error instanceof Error || typeof error === 'string' ? error : { name: typeof error, message });
@@ -62,9 +71,17 @@ export class CallEnd {
 
   /** End this call as `abandoned` (with `output()`) if `target` is collected before it ends. */
   watch(target: object, output: () => unknown): void {
-    if (this.#done || this.#watched) return;
-    this.#watched = true;
-    abandoned.register(target, { end: this, output }, this);
+    if (this.#done || this.#watched !== undefined) return;
+    const watched = { end: this, output };
+    this.#watched = watched;
+    abandoned.register(target, watched, this);
+    open.add(watched);
+  }
+
+  #unwatch(): void {
+    if (this.#watched === undefined) return;
+    abandoned.unregister(this);
+    open.delete(this.#watched);
   }
 }
 
@@ -145,9 +162,27 @@ function thrownText(error: unknown, policy: CapturePolicy): string {
 // A stream or thenable that its caller drops without finishing would otherwise keep its span open
 // forever (the known gap of wrappers that end spans only in `finally`). When the object is
 // collected, the call ends as `abandoned` with what it produced so far.
-const abandoned = new FinalizationRegistry<{ end: CallEnd; output: () => unknown }>(({ end, output }) => {
+const abandoned = new FinalizationRegistry<Watched>(({ end, output }) => {
   end.succeed(safely(output), 'abandoned');
 });
+
+/** Watched calls not yet ended (held as the registry holds them: never their stream itself). */
+const open = new Set<Watched>();
+
+/**
+ * Ends every watched call still open (a stream not read to its end, a returned thenable not yet
+ * settled) as `unfinished`, with what it produced so far; returns how many. For the tracing's
+ * shutdown and the process's last flush: after them such a call could never end, and its span,
+ * never ended, would be lost without a word. Never throws.
+ */
+export function endOpenCalls(): number {
+  let ended = 0;
+  for (const { end, output } of [...open]) {
+    end.succeed(safely(output), 'unfinished');
+    ended++;
+  }
+  return ended;
+}
 
 function safely(output: () => unknown): unknown {
   try {

@@ -216,6 +216,36 @@ console.log('done');
     expect(new Set(calls.map((call) => (call.inputs as { n: number }).n)).size).toBe(50);
   });
 
+  it.each([
+    ['shutdown()', 'await tracing.shutdown();'],
+    ['the end of the script (exit flush)', ''],
+  ])('ends a traced stream still open at %s as unfinished, with what was read, instead of losing its call', async (when, end) => {
+    const project = `acme/unfinished-${end === '' ? 'exit' : 'shutdown'}`;
+    const run = await runScript(
+      `unfinished-${end === '' ? 'exit' : 'shutdown'}.mjs`,
+      `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw' });
+const words = trace(async function* words() { yield 'first'; yield 'second'; });
+const unread = trace(async function* unread() { yield 'never'; });
+// Both kept referenced: neither is collected (which would end it as abandoned).
+globalThis.halfRead = words();
+await globalThis.halfRead.next();
+globalThis.neverRead = unread();
+${end}
+console.log('done');
+`,
+      server.url,
+    );
+    expect(run.code, when).toBe(0);
+    const calls = await queryCalls(project);
+    const byName = Object.fromEntries(calls.map((call) => [call.op_name, call]));
+    expect(byName.words).toMatchObject({ output: ['first'], attributes: { callbridge: { stream: { end: 'unfinished' } } } });
+    // An empty list reads back as null, as every empty output does (README).
+    expect(byName.unread).toMatchObject({ output: null, attributes: { callbridge: { stream: { end: 'unfinished' } } } });
+    expect((byName.words as { ended_at: unknown }).ended_at).not.toBeNull();
+  });
+
   it('with flushOnExit: false, flushes nothing and says how many spans are lost', async () => {
     const run = await runScript(
       'no-exit-flush.mjs',
