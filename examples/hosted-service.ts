@@ -8,7 +8,8 @@
  */
 import { CallbridgeHttpError, createClient, register, trace } from 'callbridge';
 
-const baseUrl = process.env.WF_TRACE_SERVER_URL ?? 'https://trace.wandb.ai';
+// `||`, not `??`: an empty variable means "not set" here, as it does for register().
+const baseUrl = process.env.WF_TRACE_SERVER_URL || 'https://trace.wandb.ai';
 const apiKey = process.env.WANDB_API_KEY;
 const projectId = process.env.CALLBRIDGE_PROJECT; // "entity/project": your W&B team (or user) and project
 if (!apiKey || !projectId) {

@@ -102,6 +102,7 @@ export function parseCommand(argv: readonly string[], env: Readonly<Record<strin
 
   const host = values.host ?? '127.0.0.1';
   if (host === '') throw new UsageError('--host must not be empty');
+  if (values.db === '') throw new UsageError('--db must not be empty (a file path, or :memory:)');
   return {
     kind: 'serve',
     host,

@@ -4,7 +4,7 @@
  */
 import { context, createContextKey, trace as otelTrace } from '@opentelemetry/api';
 import type { Context, Span } from '@opentelemetry/api';
-import { InvalidOptionError } from '../errors.js';
+import { InvalidOptionError, rejectUnknownOptions } from '../errors.js';
 import { CALL_ATTRIBUTES, IS_TURN, THREAD_ID } from './attributes.js';
 import { capture, DEFAULT_MAX_VALUE_BYTES } from './capture.js';
 import { compileRedactor } from './redact.js';
@@ -40,6 +40,7 @@ export function withThread<R>(threadId: string, fn: () => R, options: ThreadOpti
   }
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function (the code to run in the thread)', fn);
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
+  rejectUnknownOptions(options, ['turn']);
   const turn = options.turn ?? true;
   if (typeof turn !== 'boolean') throw new InvalidOptionError('turn', 'a boolean', turn);
   const scope: ThreadScope = { threadId, turn };

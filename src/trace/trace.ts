@@ -4,7 +4,7 @@
  */
 import { context, INVALID_SPAN_CONTEXT, isSpanContextValid, trace as otelTrace } from '@opentelemetry/api';
 import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
-import { InvalidOptionError } from '../errors.js';
+import { InvalidOptionError, rejectUnknownOptions } from '../errors.js';
 import { DISPLAY_NAME, INPUTS, SPAN_KIND } from './attributes.js';
 import { enterThread } from './call-context.js';
 import { CallEnd } from './call-end.js';
@@ -146,6 +146,7 @@ export function checkTraceOptions(
   options: TraceOptions,
 ): { maxValueBytes: number; redactor: Redactor; captureInputs: boolean; captureOutput: boolean } {
   if (options === null || typeof options !== 'object') throw new InvalidOptionError('options', 'an object', options);
+  rejectUnknownOptions(options, TRACE_OPTION_KEYS);
   const maxValueBytes = options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES;
   if (!Number.isSafeInteger(maxValueBytes) || maxValueBytes < 64) {
     throw new InvalidOptionError('maxValueBytes', 'an integer of at least 64', maxValueBytes);
@@ -164,6 +165,11 @@ export function checkTraceOptions(
     captureOutput: optionalBoolean('captureOutput', options.captureOutput, true),
   };
 }
+
+/** Every option of `trace()` and `@traced()`, once (the compiler checks the list against `TraceOptions`). */
+const TRACE_OPTION_KEYS = Object.keys({
+  name: true, kind: true, displayName: true, reduce: true, redact: true, maxValueBytes: true, captureInputs: true, captureOutput: true,
+} satisfies Record<keyof TraceOptions, true>);
 
 function optionalString(name: string, value: unknown): void {
   if (value !== undefined && typeof value !== 'string') throw new InvalidOptionError(name, 'a string', value);

@@ -58,6 +58,7 @@ describe('parseCommand', () => {
     [['serve', '--user', 'a:pw:x/y'], /invalid entity list/],
     [['serve', '--user', 'a:pw', '--user', 'a:other'], /configured twice/],
     [['serve', '--user', 'a:pw', '--host', ''], /--host/],
+    [['serve', '--user', 'a:pw', '--db', ''], /--db must not be empty/],
   ])('rejects %j', (argv, message) => {
     expect(() => parseCommand(argv, {})).toThrow(UsageError);
     expect(() => parseCommand(argv, {})).toThrow(message);

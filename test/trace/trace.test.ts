@@ -1,7 +1,7 @@
 import { SpanStatusCode, context, trace as otelTrace } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toCallParts } from '../../src/mapping/index.js';
-import { trace } from '../../src/trace/index.js';
+import { trace, withThread } from '../../src/trace/index.js';
 import { installProvider, jsonAttribute, parentOf } from './provider.js';
 
 const tracing = installProvider();
@@ -227,6 +227,12 @@ describe('trace(): the wrapped function behaves exactly as before', () => {
       expect(caught).toBe(thrown);
     }
     expect(tracing.spans().every((span) => span.status.code === SpanStatusCode.ERROR)).toBe(true);
+  });
+
+  it('refuses unknown options of trace() and withThread(), naming the one most likely meant', () => {
+    expect(() => trace(() => 1, { captureInput: false } as never)).toThrow(/Unknown option `captureInput` \(did you mean `captureInputs`\?\)/);
+    expect(() => trace(() => 1, { display_name: 'x' } as never)).toThrow(/did you mean `displayName`/);
+    expect(() => withThread('t', () => 1, { turns: false } as never)).toThrow(/Unknown option `turns` \(did you mean `turn`\?\)/);
   });
 
   it('records what a thrown non-Error says: its message, else its JSON (redacted), never "[object Object]"', () => {
