@@ -191,6 +191,19 @@ describe('a short script that ends without shutdown()', () => {
     }
   }
 
+  /**
+   * A script that registers with the given `options` (JS object members after the project and
+   * credentials), makes one traced call, then runs `then`.
+   */
+  function oneCallScript(project: string, options: string, then: string): string {
+    return `
+const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
+const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', ${options} });
+trace(function hello(x) { return x + 1; })(1);
+${then}
+`;
+  }
+
   const lastLine = (output: string) => JSON.parse(output.split('\n').at(-1)!) as Record<string, unknown>;
 
   it('loses nothing and exits on its own (beforeExit flush)', async () => {
@@ -269,12 +282,9 @@ console.log('done');
     await withUnavailableService(async (url, requests) => {
       const run = await runScript(
         'stuck.mjs',
-        `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/stuck', username: 'dev', password: 'pw', shutdownTimeoutMs: 1500 });
-trace(function hello(x) { return x + 1; })(1);
+        oneCallScript('acme/stuck', `shutdownTimeoutMs: 1500`, `
 process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
-`,
+`),
         url,
       );
       // Without the exit flush's deadline it would hang for the Retry-After and be killed.
@@ -297,13 +307,10 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
         const project = `acme/slow-${processor}-${thread}`;
         const run = await runScript(
           `slow-${processor}-${thread}.mjs`,
-          `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, spanProcessor: '${processor}', deliveryThread: '${thread}' });
-trace(function hello(x) { return x + 1; })(1);
+          oneCallScript(project, `shutdownTimeoutMs: 500, spanProcessor: '${processor}', deliveryThread: '${thread}'`, `
 await tracing.forceFlush();
 console.log(JSON.stringify(tracing.exporter.stats()));
-`,
+`),
           slow.url,
         );
         // A flush is done when the spans are. Bounding the provider's flush by shutdownTimeoutMs
@@ -414,15 +421,12 @@ ${end}
       await withUnavailableService(async (url) => {
         const run = await runScript(
           `flush-while-down-${thread}.mjs`,
-          `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/flush-down', username: 'dev', password: 'pw', shutdownTimeoutMs: 500, deliveryThread: '${thread}' });
-trace(function hello(x) { return x + 1; })(1);
+          oneCallScript('acme/flush-down', `shutdownTimeoutMs: 500, deliveryThread: '${thread}'`, `
 await tracing.forceFlush();
 const { queued, inFlight } = tracing.exporter.stats();
 console.log('after forceFlush', queued + inFlight);
 process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
-`,
+`),
           url,
         );
         expect(run.code).toBe(0);
@@ -449,13 +453,10 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
         const project = `acme/flush-slow-retry-${thread}`;
         const run = await runScript(
           `flush-slow-retry-${thread}.mjs`,
-          `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw', shutdownTimeoutMs: 700, deliveryThread: '${thread}' });
-trace(function hello(x) { return x + 1; })(1);
+          oneCallScript(project, `shutdownTimeoutMs: 700, deliveryThread: '${thread}'`, `
 await tracing.forceFlush();
 console.log(JSON.stringify(tracing.exporter.stats()));
-`,
+`),
           url,
         );
         expect(run.code).toBe(0);
@@ -470,13 +471,10 @@ console.log(JSON.stringify(tracing.exporter.stats()));
     await withUnavailableService(async (url) => {
       const run = await runScript(
         'shutdown-while-down.mjs',
-        `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/down', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: 'main' });
-trace(function hello(x) { return x + 1; })(1);
+        oneCallScript('acme/down', `shutdownTimeoutMs: 1000, deliveryThread: 'main'`, `
 await tracing.shutdown();
 console.log(JSON.stringify(tracing.exporter.stats()));
-`,
+`),
         url,
       );
       // The process used to end during the backoff, with shutdown() never returning (exit code 13:
@@ -516,13 +514,10 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats().dro
       // The flush is started and not awaited: the script ends while it waits out a minute's backoff.
       const run = await runScript(
         'flush-left-waiting.mjs',
-        `
-const { register, trace } = await import(process.env.CALLBRIDGE_ENTRY);
-const tracing = register({ baseUrl: process.env.SERVER_URL, projectId: 'acme/waiting', username: 'dev', password: 'pw', shutdownTimeoutMs: 1000, deliveryThread: 'worker' });
-trace(function hello(x) { return x + 1; })(1);
+        oneCallScript('acme/waiting', `shutdownTimeoutMs: 1000, deliveryThread: 'worker'`, `
 void tracing.exporter.forceFlush().then(() => console.log('flushed'));
 process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
-`,
+`),
         url,
       );
       // Held for the Retry-After (then maxRetryMs) before a flush's hold was bounded: killed at 20 s.
