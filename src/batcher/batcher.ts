@@ -206,11 +206,11 @@ export function underBackpressure(waitingBytes: number, heldBytes: number, maxQu
 
 /**
  * What a record is charged against `maxQueueBytes` when it is admitted: `estimate(record)` rounded
- * up to a whole byte, at least 1 and at most `maxBatchBytes` (the function and the record apart: no closure per span on the
- * application's thread). A record the guess cannot measure (it throws, or answers NaN or
- * Infinity) is charged as a full batch (`maxBatchBytes`): bounded, never unbounded. A NaN charge
- * would make the held bytes NaN for good, every comparison with `maxQueueBytes` false, and so
- * lift the bound for every record after it.
+ * up to a whole byte, at least 1 and at most `maxBatchBytes` (the function and the record apart:
+ * no closure per span on the application's thread). A record the guess cannot measure (it throws,
+ * or answers NaN or Infinity) is charged as a full batch (`maxBatchBytes`): bounded, never
+ * unbounded. A NaN charge would make the held bytes NaN for good, every comparison with
+ * `maxQueueBytes` false, and so lift the bound for every record after it.
  */
 export function admissionBytes<T>(estimate: (record: T) => number, record: T, maxBatchBytes: number): number {
   let bytes: number;
