@@ -463,6 +463,14 @@ export function resolveDelivery(options: DeliveryOptions = {}, env: Env = proces
 }
 
 const PROJECT_ID = /^[^/\s]+\/[^/\s]+$/;
+
+/**
+ * `"entity/project"`: two parts without `/` or spaces (the exporter's `projectId`, and the client's
+ * `project_id` where it goes into a URL).
+ */
+export function isProjectId(value: unknown): value is string {
+  return typeof value === 'string' && PROJECT_ID.test(value);
+}
 const PROJECT_ID_EXPECTED = 'an "entity/project" string (option or CALLBRIDGE_PROJECT)';
 
 /**
@@ -486,14 +494,14 @@ export function resolveExporterOptions(options?: ExporterOptions, env: Env = pro
 function resolveProjectId(option: unknown, env: Env): string {
   if (option !== undefined) {
     // Text only: a RegExp test would read a list ['a/b'] or an object as its text.
-    if (typeof option !== 'string' || !PROJECT_ID.test(option)) throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, option);
+    if (!isProjectId(option)) throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, option);
     return option;
   }
   const fromEnv = env.CALLBRIDGE_PROJECT;
   if (fromEnv === undefined || fromEnv === '') {
     throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, new ReceivedDescription('none (neither the option nor CALLBRIDGE_PROJECT is set)'));
   }
-  if (!PROJECT_ID.test(fromEnv)) {
+  if (!isProjectId(fromEnv)) {
     throw new InvalidOptionError('projectId', PROJECT_ID_EXPECTED, new ReceivedDescription(`${JSON.stringify(fromEnv)} (from CALLBRIDGE_PROJECT)`));
   }
   return fromEnv;

@@ -15,7 +15,7 @@
 import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
 import { CallbridgeError, UnexpectedResponseError } from '../errors.js';
-import { resolveConnection, type ConnectionOptions } from '../options.js';
+import { isProjectId, resolveConnection, type ConnectionOptions } from '../options.js';
 import type {
   Call,
   CallEndReq,
@@ -291,16 +291,14 @@ class TypedClient implements CallbridgeClient {
 }
 
 /** `/v2/{entity}/{project}/calls/complete`, each segment percent-encoded. */
-/** `entity/project`, as the exporter's `projectId` option checks it. */
-const PROJECT_ID = /^([^/\s]+)\/([^/\s]+)$/;
-
+/** The path of `calls/complete` for `projectId`, checked as the exporter's `projectId` option is. */
 function completePath(projectId: unknown): string {
-  const match = typeof projectId === 'string' ? PROJECT_ID.exec(projectId) : null;
-  if (match === null) {
+  if (!isProjectId(projectId)) {
     const got = typeof projectId === 'string' ? JSON.stringify(projectId) : typeof projectId;
     throw new CallbridgeError(`project_id must be "entity/project", got ${got}`, 'CALLBRIDGE_INVALID_PROJECT_ID');
   }
-  return `/v2/${encodeURIComponent(match[1]!)}/${encodeURIComponent(match[2]!)}/calls/complete`;
+  const [entity, project] = projectId.split('/') as [string, string];
+  return `/v2/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/calls/complete`;
 }
 
 /**
