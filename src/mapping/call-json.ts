@@ -28,7 +28,7 @@ import type { AttributeTree } from './unflatten.js';
 import { extractCallContent, type CallContent } from './content.js';
 import { toOpName } from './names.js';
 import { dumpEvent, dumpLink, dumpResource, exceptionText } from './otel-dump.js';
-import { fromReadableSpan, isReadableSpan, type SpanInput } from './span-input.js';
+import { fromReadableSpan, isReadableSpan, withLowercaseIds, type SpanInput } from './span-input.js';
 import { hrTimeToIso } from './timestamps.js';
 import { toCallParts, toCompletedCall } from './to-call.js';
 
@@ -146,7 +146,7 @@ function tryFastPath(
   write: (call: FastCall, out: JsonWriter) => void,
 ): boolean {
   try {
-    const input = isReadableSpan(span) ? fromReadableSpan(span) : span;
+    const input = withLowercaseIds(isReadableSpan(span) ? fromReadableSpan(span) : span);
     if (!hasPlainFields(input)) return false;
     const laidOut = layOut(input.attributes);
     if (laidOut === undefined) return false;

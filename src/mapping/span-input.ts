@@ -174,6 +174,52 @@ export function salvageReadableSpan(span: ReadableSpan): SpanInput {
   };
 }
 
+/**
+ * The span with its ids in lowercase. OTel JS accepts hex ids in either case (`isValidSpanId` is
+ * case-insensitive), so a custom `IdGenerator` may make uppercase ones; the service takes only
+ * lowercase (SPEC §2.1) and would reject the call. The same span is returned when nothing needs
+ * changing, which is every span of the SDK's own generator.
+ *
+ * @example
+ * withLowercaseIds(input).spanId; // '00f067aa0ba902b7' for an input with '00F067AA0BA902B7'
+ */
+export function withLowercaseIds(input: SpanInput): SpanInput {
+  if (
+    !hasUppercase(input.traceId) &&
+    !hasUppercase(input.spanId) &&
+    !hasUppercase(input.parentSpanId) &&
+    !(Array.isArray(input.links) && input.links.some(linkHasUppercase))
+  ) {
+    return input;
+  }
+  return {
+    ...input,
+    traceId: lowercase(input.traceId),
+    spanId: lowercase(input.spanId),
+    parentSpanId: lowercase(input.parentSpanId),
+    links: Array.isArray(input.links)
+      ? input.links.map((link) =>
+          linkHasUppercase(link) ? { ...link, traceId: lowercase(link.traceId), spanId: lowercase(link.spanId) } : link,
+        )
+      : input.links,
+  };
+}
+
+const UPPERCASE = /[A-Z]/;
+
+// Ids of another type are left alone: the mapping notes them where it turns them into text.
+function hasUppercase(id: unknown): boolean {
+  return typeof id === 'string' && UPPERCASE.test(id);
+}
+
+function linkHasUppercase(link: SpanLinkInput): boolean {
+  return hasUppercase(link?.traceId) || hasUppercase(link?.spanId);
+}
+
+function lowercase<T>(id: T): T {
+  return (typeof id === 'string' ? id.toLowerCase() : id) as T;
+}
+
 /** Links re-shaped: their ids live in a `SpanContext`, the neutral shape keeps them flat. */
 export function linksOf(links: readonly Link[]): readonly SpanLinkInput[] {
   if (links.length === 0) return EMPTY_LINKS;

@@ -9,7 +9,7 @@ import type { CompletedCall, EndItem, EndedCall, StartItem, StartedCall } from '
 import { extractCallContent, type CallContent } from './content.js';
 import { toOpName } from './names.js';
 import { buildOtelDump, exceptionText } from './otel-dump.js';
-import { fromReadableSpan, isReadableSpan, salvageReadableSpan, type HrTime, type SpanInput } from './span-input.js';
+import { fromReadableSpan, isReadableSpan, salvageReadableSpan, withLowercaseIds, type HrTime, type SpanInput } from './span-input.js';
 import { hrTimeToIso } from './timestamps.js';
 import { unflattenAttributes, type AttributeTree } from './unflatten.js';
 
@@ -35,7 +35,7 @@ export interface CallParts {
  */
 export function toCallParts(span: SpanInput | ReadableSpan, projectId: string): CallParts {
   const notes: string[] = [];
-  const input = asSpanInput(span, notes);
+  const input = withLowercaseIds(asSpanInput(span, notes));
   const id = text(input.spanId);
   const startedAt = formatTime(input.startTime, 'start time', notes);
   const endedAt = formatTime(input.endTime, 'end time', notes);

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SpanStatusCode } from '@opentelemetry/api';
+import { SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
@@ -120,6 +120,34 @@ describe('end to end with the OTel SDK', () => {
     await exporter.forceFlush();
     const [call] = await readAllCalls(server.url, PROJECT, CREDENTIALS);
     expect(call).toMatchObject({ id: span.spanContext().spanId, exception: 'it broke' });
+  });
+
+  it('delivers spans whose custom IdGenerator makes uppercase ids, under the same ids in lowercase', async () => {
+    const server = await startTestServer();
+    cleanups.push(() => server.close());
+    const exporter = new CallbridgeExporter({ baseUrl: server.url, projectId: PROJECT, ...CREDENTIALS });
+    let next = 0xf0;
+    const provider = new NodeTracerProvider({
+      idGenerator: {
+        generateTraceId: () => 'ABCDEF0123456789ABCDEF0123456789',
+        generateSpanId: () => (next++).toString(16).toUpperCase().padStart(16, 'A'),
+      },
+      spanProcessors: [new BatchSpanProcessor(exporter)],
+    });
+    cleanups.push(() => provider.shutdown());
+    const tracer = provider.getTracer('t');
+    const root = tracer.startSpan('root');
+    tracer.startSpan('child', {}, trace.setSpan(context.active(), root)).end();
+    root.end();
+    await provider.forceFlush();
+    await exporter.forceFlush();
+    expect(exporter.stats()).toMatchObject({ delivered: 2, dropped: { rejected: 0 } });
+    const calls = await readAllCalls(server.url, PROJECT, CREDENTIALS);
+    const ids = calls.map(({ id, trace_id, parent_id }) => ({ id, trace_id, parent_id }));
+    expect(ids.sort((a, b) => String(a.id).localeCompare(String(b.id)))).toEqual([
+      { id: 'aaaaaaaaaaaaaaf0', trace_id: 'abcdef0123456789abcdef0123456789', parent_id: null },
+      { id: 'aaaaaaaaaaaaaaf1', trace_id: 'abcdef0123456789abcdef0123456789', parent_id: 'aaaaaaaaaaaaaaf0' },
+    ]);
   });
 });
 

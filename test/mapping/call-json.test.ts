@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
+import { SpanStatusCode, context, trace, type Attributes } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { fromReadableSpan, toCompletedCall, toUpsertItems, writeCompletedCall, writeUpsertItems, type SpanInput } from '../../src/mapping/index.js';
@@ -202,5 +202,42 @@ describe('writeUpsertItems (the JSON the exporter sends)', () => {
     }
     await tracing.shutdown();
   });
-});
 
+  it('writes ids in lowercase when a custom IdGenerator makes uppercase ones (SPEC §2.1 takes only lowercase)', async () => {
+    const exporter = new InMemorySpanExporter();
+    let next = 0xabc;
+    const provider = new BasicTracerProvider({
+      idGenerator: {
+        generateTraceId: () => 'ABCDEF0123456789ABCDEF0123456789',
+        generateSpanId: () => (next++).toString(16).toUpperCase().padStart(16, '0'),
+      },
+      spanProcessors: [new SimpleSpanProcessor(exporter)],
+    });
+    const tracer = provider.getTracer('ids');
+    const linked = tracer.startSpan('linked');
+    linked.end();
+    const root = tracer.startSpan('root');
+    tracer.startSpan('child', { links: [{ context: linked.spanContext() }] }, trace.setSpan(context.active(), root)).end();
+    root.end();
+    const [, child] = exporter.getFinishedSpans();
+    expect(child!.spanContext().spanId).toBe('0000000000000ABE');
+    const asInput = fromReadableSpan(child!);
+    for (const span of [child!, asInput]) {
+      expectSameText(span);
+      const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
+      expect(start!.req.start).toMatchObject({
+        id: '0000000000000abe',
+        trace_id: 'abcdef0123456789abcdef0123456789',
+        parent_id: '0000000000000abd',
+        otel_dump: {
+          context: { trace_id: 'abcdef0123456789abcdef0123456789', span_id: '0000000000000abe' },
+          parent_id: '0000000000000abd',
+          links: [{ trace_id: 'abcdef0123456789abcdef0123456789', span_id: '0000000000000abc' }],
+        },
+      });
+    }
+    // The input given is not changed.
+    expect(asInput.spanId).toBe('0000000000000ABE');
+    await provider.shutdown();
+  });
+});
