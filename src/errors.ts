@@ -14,11 +14,24 @@ export class CallbridgeError extends Error {
   }
 }
 
+// Symbol.for: one symbol for every copy of this module in the process.
+const INVALID_OPTION_BRAND = Symbol.for('callbridge.InvalidOptionError');
+
 /**
  * A misconfigured option, raised at construction (never later, on the send path).
  * A `TypeError` like p-queue's: the message names the option, the expected range and the value.
  */
 export class InvalidOptionError extends TypeError {
+  /**
+   * `instanceof` by a brand rather than by prototype: the `callbridge/server` bundle and the
+   * CommonJS build each carry their own copy of this class, and an error thrown by one copy
+   * (`startServer({ port: -1 })`) must still be an `InvalidOptionError` to code that imported
+   * another (`import { InvalidOptionError } from 'callbridge'`).
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [INVALID_OPTION_BRAND]?: unknown })[INVALID_OPTION_BRAND] === true;
+  }
+
   readonly code = 'CALLBRIDGE_INVALID_OPTION';
   readonly option: string;
 
@@ -30,6 +43,7 @@ export class InvalidOptionError extends TypeError {
     super(typeof expected === 'string' ? `Expected \`${option}\` to be ${expected}, got ${describe(received)}` : expected.message);
     this.name = 'InvalidOptionError';
     this.option = option;
+    Object.defineProperty(this, INVALID_OPTION_BRAND, { value: true });
   }
 }
 

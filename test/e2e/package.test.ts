@@ -121,6 +121,26 @@ describe('import and require by name', () => {
     });
   }
 
+  it('treats an option error from the server entry or the other module system as an InvalidOptionError', async () => {
+    // Each bundle carries its own copy of the class; the check is by brand, not by prototype.
+    const script = `
+      const { createRequire } = await import('node:module');
+      const esm = await import('callbridge');
+      const cjs = createRequire(import.meta.url)('callbridge');
+      const { startServer } = await import('callbridge/server');
+      const fromServer = await startServer({ port: -1 }).catch((error) => error);
+      let fromCjs;
+      try { new cjs.CallbridgeExporter({ projectId: 'no-slash' }); } catch (error) { fromCjs = error; }
+      console.log(JSON.stringify({
+        server: [fromServer instanceof esm.InvalidOptionError, fromServer instanceof cjs.InvalidOptionError, fromServer instanceof TypeError],
+        cjs: [fromCjs instanceof esm.InvalidOptionError, fromCjs instanceof cjs.InvalidOptionError],
+        others: [new TypeError('x') instanceof esm.InvalidOptionError, new esm.CallbridgeError('x', 'X') instanceof esm.InvalidOptionError, fromServer instanceof esm.CallbridgeError],
+      }));`;
+    const run = await runNode(['--input-type=module', '-e', script], { env: cleanEnv() });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual({ server: [true, true, true], cjs: [true, true], others: [false, false, false] });
+  });
+
   it('gives both module systems the same names', async () => {
     const [esm, cjs] = await Promise.all([probe('callbridge', 'esm'), probe('callbridge', 'cjs')]);
     expect(cjs.names).toEqual(esm.names);
