@@ -115,12 +115,18 @@ export function buildApp(options: AppOptions): FastifyInstance {
 /**
  * JSON bodies (gzipped or not) must be valid UTF-8 (RFC 8259 §8.1). Fastify's own parser decodes leniently, so a
  * stray byte inside a string would be stored as U+FFFD and acknowledged with a 200: data changed
- * without a word. Decode strictly first, then hand the text to Fastify's parser, which keeps its
- * `__proto__`/`constructor` poisoning checks and its error codes (mapped below). A route may read
- * its bodies verbatim first (`readBodyVerbatim`), after the same UTF-8 check.
+ * without a word. Decode strictly first, then hand the text to Fastify's parser (its error codes
+ * are mapped below). A route may read its bodies verbatim first (`readBodyVerbatim`), after the
+ * same UTF-8 check.
+ *
+ * `__proto__` and `constructor` keys are data like any other, as on the hosted service: an LLM
+ * input about JavaScript may hold them, and refusing them lost such calls (the exporter counted
+ * them as rejected). `JSON.parse` makes them own properties, never a prototype; the server copies
+ * values only by spreading or stringifying, which keep them as own keys. A closed request schema
+ * still answers an unknown `__proto__` key with a 422 naming it.
  */
 function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: number): void {
-  const parseJsonText = app.getDefaultJsonParser('error', 'error');
+  const parseJsonText = app.getDefaultJsonParser('ignore', 'ignore');
   const parseBytes = (request: FastifyRequest, bytes: Buffer, done: BodyParsed): void => {
     // Validate (simdutf, 0.04 ms per 1 MB batch), then decode: 0.65 ms per 1 MB against
     // 0.66-1.4 ms for a fatal TextDecoder (measured), with the same verdict (both follow the

@@ -246,7 +246,10 @@ function readNull(cursor: Cursor): null {
   return null;
 }
 
-/** Key tokens the body parser refuses as prototype poisoning. */
+/**
+ * Keys left to the parsed path, which keeps them as own properties: rare in calls, and no object
+ * this reader builds can then be handed a key that would set its prototype.
+ */
 const POISONING_KEYS = ['"__proto__"', '"constructor"'].map((token) => Buffer.from(token));
 
 /** JSON's insignificant whitespace: space, tab, line feed, carriage return. */
@@ -313,7 +316,7 @@ class Cursor {
 
   /**
    * A member's key and the colon after it: the named field it is, or null for another key.
-   * The body parser refuses the poisoning keys (whose tokens need no escapes either).
+   * `__proto__` and `constructor` are left to the parsed path (their tokens need no escapes).
    */
   readKey(fieldsByTokenLength: ReadonlyArray<readonly NamedField[] | undefined>): NamedField | null {
     this.skipWhitespace();

@@ -8,7 +8,7 @@
  * whitespace, number spellings other than JavaScript's shortest one (`1.0`, `1e2`, `-0`),
  * escapes `JSON.stringify` would not write (`\/`, `\u0041`, escaped surrogates), keys V8 would
  * reorder (array indexes) or a parse would collapse (duplicates), and `__proto__`/`constructor`
- * keys (the body parser refuses those; see app.ts). Anything else is answered "not canonical" and
+ * keys (rare; see verbatim-body.ts). Anything else is answered "not canonical" and
  * the caller takes the parsed path, which keeps every rule and error of its own. So this module
  * decides only *whether* bytes may be kept, never what a value means.
  *
@@ -168,8 +168,9 @@ function lowerHexValue(byte: number | undefined): number | null {
 
 /**
  * Keys whose object `JSON.parse` + `JSON.stringify` would not write back byte for byte, or that
- * the body parser refuses: a key starting with a digit may be an array index (V8 lists those
- * first, in numeric order), and `__proto__`/`constructor` are refused as prototype poisoning.
+ * this module leaves to the parsed path: a key starting with a digit may be an array index (V8 lists those
+ * first, in numeric order), and `__proto__`/`constructor` are left to the parsed path (see
+ * verbatim-body.ts).
  */
 function isPlainKey(bytes: Uint8Array, start: number, end: number): boolean {
   const first = bytes[start + 1] as number;

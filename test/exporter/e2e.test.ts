@@ -122,6 +122,27 @@ describe('end to end with the OTel SDK', () => {
     expect(call).toMatchObject({ id: span.spanContext().spanId, exception: 'it broke' });
   });
 
+  it('delivers spans whose values hold __proto__ or constructor keys, as data', async () => {
+    const server = await startTestServer();
+    cleanups.push(() => server.close());
+    const { exporter, provider } = setup(server.url);
+    const span = provider.getTracer('t').startSpan('about javascript', {
+      attributes: {
+        'input.value': '{"__proto__":{"polluted":1},"constructor":{"prototype":{"x":1}}}',
+        'wandb.attributes': '{"__proto__":{"p":1},"k":2}',
+        '__proto__.x': 'flat key',
+      },
+    });
+    span.end();
+    await provider.forceFlush();
+    await exporter.forceFlush();
+    expect(exporter.stats()).toMatchObject({ delivered: 1, dropped: { rejected: 0 } });
+    const [call] = await readAllCalls(server.url, PROJECT, CREDENTIALS);
+    expect(JSON.stringify(call!.inputs)).toBe('{"input.value":{"__proto__":{"polluted":1},"constructor":{"prototype":{"x":1}}}}');
+    expect(JSON.stringify(call!.attributes)).toBe('{"__proto__":{"p":1},"k":2}');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
   it('delivers spans whose custom IdGenerator makes uppercase ids, under the same ids in lowercase', async () => {
     const server = await startTestServer();
     cleanups.push(() => server.close());

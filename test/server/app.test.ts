@@ -230,10 +230,12 @@ describe('errors', () => {
     expect(typeof response.body.reason).toBe('string');
   });
 
-  it('answers 400 for an empty JSON body and for prototype-poisoning keys', async () => {
+  it('answers 400 for an empty JSON body, and 422 naming an unknown __proto__ key in a closed body', async () => {
     expect((await post(server.url, '/call/read', '')).status).toBe(400);
     const poisoned = await post(server.url, '/call/read', '{"project_id":"acme/demo","id":"00000000000000a1","__proto__":{"x":1}}');
-    expect(poisoned.status).toBe(400);
+    expect(poisoned.status).toBe(422);
+    expect(poisoned.body.detail[0]).toMatchObject({ type: 'extra_forbidden', loc: ['body', '__proto__'] });
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
   });
 
   it('answers 422 in pydantic shape for a body that breaks the schema', async () => {

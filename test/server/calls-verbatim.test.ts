@@ -130,16 +130,25 @@ describe('call/upsert_batch read verbatim or parsed', () => {
     expect(stored.summary).toBe('{"nested":{"weave":"stays"}}');
   });
 
-  it('gives a repeated key the parsed meaning (the last one wins) and refuses poisoning keys as before', async () => {
+  it('gives a repeated key the parsed meaning (the last one wins) and stores __proto__ keys as data', async () => {
     const text = JSON.stringify(batchFor('acme/repeat')).replace('"model":"gpt-4o"', '"model":"first","model":"gpt-4o"');
     await upsertText(text);
     const call = (await post(server.url, '/call/read', { project_id: 'acme/repeat', id: callId(0) })).body.call;
     expect(call.attributes.model).toBe('gpt-4o');
 
-    const poisoned = JSON.stringify(batchFor('acme/poison')).replace('"model":', '"__proto__":{"polluted":1},"model":');
+    // Valid JSON (the hosted service stores it): an own key, never the prototype of anything.
+    const poisoned = JSON.stringify(batchFor('acme/poison'))
+      .replace('"model":', '"__proto__":{"polluted":1},"model":')
+      .replace('"inputs":{', '"inputs":{"constructor":{"prototype":{"polluted":2}},');
     const response = await post(server.url, '/call/upsert_batch', poisoned);
-    expect(response.status).toBe(400);
+    expect(response.status).toBe(200);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const [stored] = storedRows('acme/poison');
+    expect(stored!.attributes).toContain('"__proto__":{"polluted":1}');
+    expect(stored!.inputs).toContain('"constructor":{"prototype":{"polluted":2}}');
+    const read = (await post(server.url, '/call/read', { project_id: 'acme/poison', id: callId(0) })).body.call;
+    expect(Object.hasOwn(read.attributes, '__proto__')).toBe(true);
+    expect(read.attributes['__proto__']).toEqual({ polluted: 1 });
   });
 
   it('answers a compact batch that breaks the schema with the same 422 as ever, echoing what was sent', async () => {

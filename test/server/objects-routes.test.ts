@@ -63,6 +63,17 @@ describe('objects over HTTP', () => {
     expect(latestOnly.body.objs).toHaveLength(1);
   });
 
+  it('stores __proto__ and constructor keys as data, as the hosted service does', async () => {
+    const val = '{"__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}';
+    const created = await call('/obj/create', `{"obj":{"project_id":"${PROJECT}","object_id":"proto-keys","val":${val}}}`);
+    expect(created.status).toBe(200);
+    expect(created.body.digest).toBe(digestOfCanonical('{"__proto__": {"x": 1}, "constructor": {"prototype": {"y": 2}}}'));
+    const read = await call('/obj/read', { project_id: PROJECT, object_id: 'proto-keys', digest: 'latest' });
+    expect(Object.hasOwn(read.body.obj.val, '__proto__')).toBe(true);
+    expect(JSON.stringify(read.body.obj.val)).toBe(val);
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+
   it('records the op kind and the writer from the credentials', async () => {
     const res = await call('/obj/create', { obj: { project_id: PROJECT, object_id: 'my_op', val: { _type: 'Op', name: 'x' }, wb_user_id: 'spoofed' } });
     expect(res.status).toBe(200);
