@@ -515,6 +515,18 @@ describe('calls/delete', () => {
     expect(await read(p, root)).toBeNull();
   });
 
+  it('keeps a delete that arrives before the call: its parts, arriving later, stay deleted', async () => {
+    const p = project();
+    const [endFirst, unseen, live] = [spanId(), spanId(), spanId()];
+    await upsert([endItem(end(p, endFirst))]);
+    const deleted = await post(server.url, '/calls/delete', { project_id: p, call_ids: [endFirst, unseen] });
+    expect(deleted.body).toEqual({ num_deleted: 0 });
+    await upsert([startItem(start(p, endFirst)), startItem(start(p, unseen)), endItem(end(p, unseen)), startItem(start(p, live))]);
+    expect(await read(p, endFirst)).toBeNull();
+    expect(await read(p, unseen)).toBeNull();
+    expect((await query({ project_id: p })).map((c) => c.id)).toEqual([live]);
+  });
+
   it('rejects bad ids, too many ids and other projects', async () => {
     expect((await post(server.url, '/calls/delete', { project_id: 'acme/x', call_ids: ["1' OR '1'='1"] })).status).toBe(400);
     const many = Array.from({ length: 1001 }, (_, i) => i.toString(16).padStart(16, '0'));
@@ -536,10 +548,29 @@ describe('call/update', () => {
     expect(call.summary.weave.trace_name).toBe('Renamed');
   });
 
-  it('answers 404 for a missing call, 400 for bad ids and long names, 422 for a bad shape', async () => {
+  it('keeps a rename that arrives before the start part, which does not undo it (SPEC §2.1: any order)', async () => {
+    const p = project();
+    const [renamed, named, plain] = [spanId(), spanId(), spanId()];
+    for (const id of [renamed, named]) {
+      const response = await post(server.url, '/call/update', { project_id: p, call_id: id, display_name: `early ${id}` });
+      expect(response.status).toBe(200);
+      expect(response.body).toEqual({});
+    }
+    // Not a call until its start arrives: no read, no query row.
+    expect(await read(p, renamed)).toBeNull();
+    expect(await query({ project_id: p })).toEqual([]);
+    await upsert([startItem(start(p, renamed)), startItem(start(p, named, { display_name: 'from the start' })), startItem(start(p, plain))]);
+    expect((await read(p, renamed)).display_name).toBe(`early ${renamed}`);
+    expect((await read(p, named)).display_name).toBe(`early ${named}`);
+    expect((await read(p, plain)).display_name).toBeNull();
+    // Once the call has its start, a start written again replaces the name as before.
+    await upsert([startItem(start(p, named, { display_name: 'start again' }))]);
+    expect((await read(p, named)).display_name).toBe('start again');
+  });
+
+  it('answers 400 for bad ids and long names, 422 for a bad shape', async () => {
     const p = project();
     const id = spanId();
-    expect((await post(server.url, '/call/update', { project_id: p, call_id: id, display_name: 'x' })).status).toBe(404);
     expect((await post(server.url, '/call/update', { project_id: p, call_id: 'X', display_name: 'x' })).status).toBe(400);
     await upsert([startItem(start(p, id))]);
     const long = await post(server.url, '/call/update', { project_id: p, call_id: id, display_name: 'x'.repeat(1025) });

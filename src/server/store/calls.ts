@@ -81,7 +81,15 @@ const END_COLUMNS = [
 
 /** Columns a part replaces when written again (everything but the key). */
 const assignments = (columns: readonly string[]): string =>
-  columns.filter((c) => c !== 'project_id' && c !== 'id' && c !== 'wb_user_id').map((c) => `${c} = excluded.${c}`).join(', ');
+  columns
+    .filter((c) => c !== 'project_id' && c !== 'id' && c !== 'wb_user_id')
+    .map((c) => (c === 'display_name' ? START_DISPLAY_NAME : `${c} = excluded.${c}`))
+    .join(', ');
+
+// A row without its start part that holds a display name got it from `call/update` (an end part
+// carries none): the rename came after the call began, so the start arriving late does not undo it.
+const START_DISPLAY_NAME =
+  'display_name = CASE WHEN calls.has_start = 0 AND calls.display_name IS NOT NULL THEN calls.display_name ELSE excluded.display_name END';
 
 // The start part's writer owns wb_user_id; an end that arrives first fills it until then.
 const UPSERT_START_SQL = `
@@ -139,6 +147,7 @@ const READ_WITH_TOTAL_SQL = `SELECT ${CALL_COLUMNS_SQL}, ${TOTAL_STORAGE_SQL} FR
   WHERE c.project_id = ? AND c.id = ? AND ${VISIBLE_SQL}`;
 
 // Descendants by parent_id, breadth first; UNION (not UNION ALL) stops on a cycle of bad parents.
+// Counts the calls it deletes; DELETE_AHEAD_SQL then marks the ids whose start has not arrived.
 // CROSS JOIN fixes the loop order (SQLite never reorders it): each level looks up the children of
 // each doomed id in calls_by_parent. With a plain JOIN the planner put calls outside and scanned
 // the whole project once per level (779 ms for a root with 9 children among 1 M calls).
@@ -151,7 +160,16 @@ WITH RECURSIVE doomed(id) AS (
 UPDATE calls SET deleted_at = @now
 WHERE project_id = @project AND id IN (SELECT id FROM doomed) AND deleted_at IS NULL AND has_start = 1`;
 
-const UPDATE_DISPLAY_NAME_SQL = `UPDATE calls AS c SET display_name = ? WHERE c.project_id = ? AND c.id = ? AND ${VISIBLE_SQL}`;
+// Parts may arrive in any order (SPEC §2.1), and a delete or a rename may come before the start
+// part it applies to (an SDK that sends starts in batches and these directly). Such an id gets a
+// row with no start, which keeps the delete (a later start leaves `deleted_at` alone) or the name
+// (START_DISPLAY_NAME) for when its parts arrive; until then it is not a call anywhere.
+const DELETE_AHEAD_SQL = `
+INSERT INTO calls (project_id, id, deleted_at) SELECT @project, value, @now FROM json_each(@ids) WHERE true
+ON CONFLICT (project_id, id) DO UPDATE SET deleted_at = excluded.deleted_at WHERE calls.has_start = 0 AND calls.deleted_at IS NULL`;
+
+const UPDATE_DISPLAY_NAME_SQL = `INSERT INTO calls (project_id, id, display_name) VALUES (?, ?, ?)
+ON CONFLICT (project_id, id) DO UPDATE SET display_name = excluded.display_name`;
 
 /** Filter lists and the column each one matches. */
 const LIST_FILTERS: ReadonlyArray<[key: keyof CallsFilter, column: string]> = [
@@ -187,6 +205,12 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
   const read = db.prepare(READ_SQL);
   const readWithTotal = db.prepare(READ_WITH_TOTAL_SQL);
   const deleteTree = db.prepare(DELETE_SQL);
+  const deleteAhead = db.prepare(DELETE_AHEAD_SQL);
+  const deleteCalls = db.transaction((args: { project: string; ids: string; now: string }): number => {
+    const deleted = deleteTree.run(args).changes;
+    deleteAhead.run(args);
+    return deleted;
+  });
   const updateDisplayName = db.prepare(UPDATE_DISPLAY_NAME_SQL);
   const queries = new StatementCache(db);
   const readers = createReaderPool(db, maxConcurrentStreams);
@@ -241,13 +265,11 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
       for (const id of callIds) {
         if (!isCallId(id)) throw new BadRequestError(`Invalid call id ${quote(id)} in call_ids`);
       }
-      return deleteTree.run({ project: projectId, ids: JSON.stringify(callIds), now: nowInstant().text }).changes;
+      return deleteCalls({ project: projectId, ids: JSON.stringify(callIds), now: nowInstant().text });
     },
 
     updateDisplayName(projectId, id, displayName) {
-      if (updateDisplayName.run(displayName, projectId, id).changes === 0) {
-        throw new NotFoundError(`Call ${quote(id)} not found in project ${quote(projectId)}`);
-      }
+      updateDisplayName.run(projectId, id, displayName);
     },
 
     close() {
