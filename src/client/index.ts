@@ -31,6 +31,8 @@ import type {
   CallsDeleteReq,
   CallsDeleteRes,
   CallsQueryReq,
+  CallsQueryStatsReq,
+  CallsQueryStatsRes,
 } from '../wire/calls.js';
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackPurgeReq, FeedbackQueryReq, FeedbackQueryRes } from '../wire/feedback.js';
 import type { FileContentReq, FileCreateRes } from '../wire/files.js';
@@ -98,6 +100,11 @@ export interface CallbridgeClient {
   callsStreamQuery(req: CallsQueryReq, options?: RequestOptions): AsyncGenerator<Call, void, undefined>;
   /** `callsStreamQuery` collected into an array. */
   callsQuery(req: CallsQueryReq, options?: RequestOptions): Promise<Call[]>;
+  /**
+   * `POST /calls/query_stats`: how many calls a filter and query select (at most `limit`), without
+   * reading them; with `include_total_storage_size`, the storage of the selected root calls' traces.
+   */
+  callsQueryStats(req: CallsQueryStatsReq, options?: RequestOptions): Promise<CallsQueryStatsRes>;
   /** `POST /calls/delete`. */
   callsDelete(req: CallsDeleteReq, options?: RequestOptions): Promise<CallsDeleteRes>;
   /** `POST /call/update`: rename a call (`display_name`). */
@@ -197,6 +204,10 @@ class TypedClient implements CallbridgeClient {
     const calls: Call[] = [];
     for await (const call of this.callsStreamQuery(req, options)) calls.push(call);
     return calls;
+  }
+
+  callsQueryStats(req: CallsQueryStatsReq, options?: RequestOptions): Promise<CallsQueryStatsRes> {
+    return this.#postJson('/calls/query_stats', req, options);
   }
 
   callsDelete(req: CallsDeleteReq, options?: RequestOptions): Promise<CallsDeleteRes> {

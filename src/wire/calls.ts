@@ -231,6 +231,9 @@ export const CallsFilterSchema = Type.Object(
     wb_user_ids: StringList,
     wb_run_ids: StringList,
     trace_roots_only: Flag,
+    /** Calls whose inputs (output) hold one of these refs as a text value, at any depth; `<ref prefix>:*` for any version. */
+    input_refs: StringList,
+    output_refs: StringList,
   },
   { additionalProperties: false },
 );
@@ -263,6 +266,26 @@ export const CallsQueryReqSchema = Type.Object(
   { additionalProperties: false },
 );
 export type CallsQueryReq = Static<typeof CallsQueryReqSchema>;
+
+/** `calls/query_stats`: `calls/stream_query`'s selection, counted (at most `limit` calls). */
+export const CallsQueryStatsReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    filter: Type.Optional(Type.Union([CallsFilterSchema, Type.Null()])),
+    query: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+    limit: Count,
+    include_total_storage_size: Flag,
+    /** Accepted as the service accepts it, and ignored, as in `calls/stream_query`. */
+    expand_columns: StringList,
+  },
+  { additionalProperties: false },
+);
+export type CallsQueryStatsReq = Static<typeof CallsQueryStatsReqSchema>;
+export interface CallsQueryStatsRes {
+  count: number;
+  /** With `include_total_storage_size`: the storage of the selected root calls' traces; else null. */
+  total_storage_size_bytes: number | null;
+}
 
 /** The hosted service caps one delete at 1000 ids. */
 export const MAX_DELETE_IDS = 1000;

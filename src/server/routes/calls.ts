@@ -3,12 +3,13 @@
  * (mode/req agreement, complete mode, path vs body project), and hand rows to the calls store.
  * Also the two service routes `GET /health` (no credentials) and `GET /server_info`.
  */
+import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import packageJson from '../../../package.json' with { type: 'json' };
 import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError } from '../errors.js';
 import { quote } from '../quote.js';
-import { createCallsStore, type CallPart } from '../store/calls.js';
+import { createCallsStore, type CallPart, type QueryRequest } from '../store/calls.js';
 import { checkNameLength, toCompleteRows, toEndRow, toStartRow, type EndInput, type StartInput } from '../store/calls-rows.js';
 import { createVerbatimBodyReader } from '../verbatim-body.js';
 import {
@@ -17,6 +18,7 @@ import {
   CallsCompleteReqSchema,
   CallsDeleteReqSchema,
   CallsQueryReqSchema,
+  CallsQueryStatsReqSchema,
   CallStartReqSchema,
   CallUpdateReqSchema,
   CallUpsertBatchReqSchema,
@@ -27,6 +29,8 @@ import {
   type CallsCompleteReq,
   type CallsDeleteReq,
   type CallsQueryReq,
+  type CallsQueryStatsReq,
+  type CallsQueryStatsRes,
   type CallStartReq,
   type CallStartRes,
   type CallUpdateReq,
@@ -135,19 +139,29 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/calls/stream_query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
     const body = request.body as CallsQueryReq;
     ctx.authorizeProject(request, body.project_id);
-    const lines = store.queryLines({
+    const lines = store.queryLines(toQueryRequest(body));
+    return reply.type('application/jsonl; charset=utf-8').send(lines);
+  });
+
+  // The service's unstreamed form of the same query (`{"calls": [...]}`), for clients that want
+  // one JSON answer; still read and sent row by row.
+  app.post('/calls/query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
+    const body = request.body as CallsQueryReq;
+    ctx.authorizeProject(request, body.project_id);
+    const lines = store.queryLines(toQueryRequest(body));
+    return reply.type('application/json; charset=utf-8').send(Readable.from(jsonListOfLines('calls', lines)));
+  });
+
+  app.post('/calls/query_stats', { schema: { body: CallsQueryStatsReqSchema } }, async (request): Promise<CallsQueryStatsRes> => {
+    const body = request.body as CallsQueryStatsReq;
+    ctx.authorizeProject(request, body.project_id);
+    return store.queryStats({
       projectId: body.project_id,
       filter: body.filter ?? null,
       query: body.query ?? null,
-      sortBy: body.sort_by ?? null,
       limit: body.limit ?? null,
-      offset: body.offset ?? null,
-      columns: body.columns ?? null,
-      includeCosts: body.include_costs === true,
-      includeStorageSize: body.include_storage_size === true,
       includeTotalStorageSize: body.include_total_storage_size === true,
     });
-    return reply.type('application/jsonl; charset=utf-8').send(lines);
   });
 
   app.post('/calls/delete', { schema: { body: CallsDeleteReqSchema } }, async (request) => {
@@ -165,6 +179,40 @@ export const callsRoutes: RouteModule = (app, ctx) => {
     return {};
   });
 };
+
+function toQueryRequest(body: CallsQueryReq): QueryRequest {
+  return {
+    projectId: body.project_id,
+    filter: body.filter ?? null,
+    query: body.query ?? null,
+    sortBy: body.sort_by ?? null,
+    limit: body.limit ?? null,
+    offset: body.offset ?? null,
+    columns: body.columns ?? null,
+    includeCosts: body.include_costs === true,
+    includeStorageSize: body.include_storage_size === true,
+    includeTotalStorageSize: body.include_total_storage_size === true,
+  };
+}
+
+/**
+ * `{"<key>":[...]}` from a stream of JSONL text: the lines joined by commas. A line is one JSON
+ * value, which holds no raw newline, so a chunk splits into lines at its newlines.
+ */
+async function* jsonListOfLines(key: string, lines: Readable): AsyncGenerator<string> {
+  yield `{${JSON.stringify(key)}:[`;
+  let first = true;
+  for await (const chunk of lines) {
+    let text = '';
+    for (const line of String(chunk).split('\n')) {
+      if (line === '') continue;
+      text += first ? line : `,${line}`;
+      first = false;
+    }
+    if (text !== '') yield text;
+  }
+  yield ']}';
+}
 
 /** One batch item as a checked part. A mode other than start/end, or one that disagrees with its req, is a 400. */
 function toPart(item: UpsertItemBody, index: number, authorize: (projectId: string) => string): CallPart {

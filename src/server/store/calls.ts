@@ -49,6 +49,14 @@ export interface QueryRequest extends ReadOptions {
   readonly columns: readonly string[] | null;
 }
 
+/** What selects the calls of a query: the project, the filter lists and the `$expr` query. */
+export type CallSelection = Pick<QueryRequest, 'projectId' | 'filter' | 'query'>;
+
+export interface StatsRequest extends CallSelection {
+  readonly limit: number | null;
+  readonly includeTotalStorageSize: boolean;
+}
+
 export interface CallsStore {
   /** Write parts in order, in one transaction. */
   writeParts(parts: readonly CallPart[]): void;
@@ -63,7 +71,13 @@ export interface CallsStore {
   queryLines(request: QueryRequest): Readable;
   /** Mark calls and all their descendants deleted; returns how many were newly marked. */
   deleteCalls(projectId: string, callIds: readonly string[]): number;
-  /** Set a visible call's display name; throws NotFoundError when there is no such call. */
+  /**
+   * `calls/query_stats`: how many calls the filter and query select (at most `limit`), and with
+   * `includeTotalStorageSize` the sum of their `total_storage_size_bytes` (their traces' storage,
+   * counted on root calls).
+   */
+  queryStats(request: StatsRequest): { count: number; total_storage_size_bytes: number | null };
+  /** Set a call's display name, now or (before its start part arrives) when it arrives. */
   updateDisplayName(projectId: string, id: string, displayName: string): void;
   /** Close the store's extra read connections (streams still running close theirs at the end). */
   close(): void;
@@ -182,6 +196,12 @@ const LIST_FILTERS: ReadonlyArray<[key: keyof CallsFilter, column: string]> = [
   ['wb_run_ids', 'c.wb_run_id'],
 ];
 
+/** Filters on the refs (`weave:///...` text) a call's inputs or output hold, and the column searched. */
+const REF_FILTERS: ReadonlyArray<[key: 'input_refs' | 'output_refs', column: string]> = [
+  ['input_refs', 'c.inputs'],
+  ['output_refs', 'c.output'],
+];
+
 /** Filters that name calls one by one: the rows they select are few, whatever the project's size. */
 const NARROWING_FILTERS: ReadonlyArray<keyof CallsFilter> = ['call_ids', 'trace_ids', 'parent_ids'];
 
@@ -259,6 +279,12 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
         readers.release(reader);
         throw error;
       }
+    },
+
+    queryStats(request) {
+      const { sql, params } = buildStatsQuery(request);
+      const row = queries.get(sql).get(params) as { count: number; total_storage_size_bytes: number | null };
+      return { count: row.count, total_storage_size_bytes: request.includeTotalStorageSize ? (row.total_storage_size_bytes ?? 0) : null };
     },
 
     deleteCalls(projectId, callIds) {
@@ -396,40 +422,8 @@ function linesOf(rows: Iterator<CallRow>, done: () => void, toLine: (row: CallRo
  * Exported for the query-plan tests, which EXPLAIN the exact statement the store runs.
  */
 export function buildQuery(request: QueryRequest): { sql: string; params: unknown[] } {
-  const where = ['c.project_id = ?', VISIBLE_SQL];
-  const params: unknown[] = [request.projectId];
+  const { where, params } = selectionOf(request);
   const filter = request.filter ?? {};
-
-  const opNames = filter.op_names ?? [];
-  if (opNames.length > 0) {
-    // `<ref prefix>:*` matches every version of an op (any digest), as in the hosted service.
-    const exact = opNames.filter((name) => !name.endsWith(':*'));
-    const prefixes = opNames.filter((name) => name.endsWith(':*')).map((name) => name.slice(0, -1));
-    const alternatives: string[] = [];
-    if (exact.length > 0) {
-      alternatives.push('c.op_name IN (SELECT value FROM json_each(?))');
-      params.push(JSON.stringify(exact));
-    }
-    if (prefixes.length > 0) {
-      // One parameter however many prefixes: the statement stays within SQLite's limits.
-      alternatives.push('EXISTS (SELECT 1 FROM json_each(?) p WHERE substr(c.op_name, 1, length(p.value)) = p.value)');
-      params.push(JSON.stringify(prefixes));
-    }
-    where.push(`(${alternatives.join(' OR ')})`);
-  }
-  for (const [key, column] of LIST_FILTERS) {
-    const values = filter[key];
-    if (Array.isArray(values) && values.length > 0) {
-      where.push(`${column} IN (SELECT value FROM json_each(?))`);
-      params.push(JSON.stringify(values));
-    }
-  }
-  if (filter.trace_roots_only === true) where.push('c.parent_id IS NULL');
-  if (request.query != null) {
-    const compiled = compileQuery(request.query, CALL_FIELDS, ['body', 'query']);
-    where.push(`(${compiled.sql})`);
-    params.push(...compiled.params);
-  }
 
   // Sorting parameters come after the WHERE parameters, in the order the SQL text uses them.
   const order: string[] = [];
@@ -456,6 +450,73 @@ export function buildQuery(request: QueryRequest): { sql: string; params: unknow
   const sql = `SELECT ${CALL_COLUMNS_SQL}${total} FROM calls c WHERE ${where.join(' AND ')}
     ORDER BY ${orderSql.join(', ')} LIMIT ? OFFSET ?`;
   return { sql, params };
+}
+
+/** The WHERE terms (joined by AND) that select a query's calls, with their parameters in order. */
+function selectionOf(request: CallSelection): { where: string[]; params: unknown[] } {
+  const where = ['c.project_id = ?', VISIBLE_SQL];
+  const params: unknown[] = [request.projectId];
+  const filter = request.filter ?? {};
+
+  const opNames = filter.op_names ?? [];
+  if (opNames.length > 0) {
+    const { exact, prefixes } = splitWildcards(opNames);
+    const alternatives: string[] = [];
+    if (exact.length > 0) {
+      alternatives.push('c.op_name IN (SELECT value FROM json_each(?))');
+      params.push(JSON.stringify(exact));
+    }
+    if (prefixes.length > 0) {
+      // One parameter however many prefixes: the statement stays within SQLite's limits.
+      alternatives.push('EXISTS (SELECT 1 FROM json_each(?) p WHERE substr(c.op_name, 1, length(p.value)) = p.value)');
+      params.push(JSON.stringify(prefixes));
+    }
+    where.push(`(${alternatives.join(' OR ')})`);
+  }
+  for (const [key, column] of LIST_FILTERS) {
+    const values = filter[key];
+    if (Array.isArray(values) && values.length > 0) {
+      where.push(`${column} IN (SELECT value FROM json_each(?))`);
+      params.push(JSON.stringify(values));
+    }
+  }
+  if (filter.trace_roots_only === true) where.push('c.parent_id IS NULL');
+  for (const [key, column] of REF_FILTERS) {
+    const refs = filter[key];
+    if (Array.isArray(refs) && refs.length > 0) {
+      const { exact, prefixes } = splitWildcards(refs);
+      // Every text value anywhere in the JSON, as the service finds refs in inputs and output.
+      where.push(`EXISTS (SELECT 1 FROM json_tree(${column}) t WHERE t.type = 'text' AND (t.atom IN (SELECT value FROM json_each(?))
+        OR EXISTS (SELECT 1 FROM json_each(?) p WHERE substr(t.atom, 1, length(p.value)) = p.value)))`);
+      params.push(JSON.stringify(exact), JSON.stringify(prefixes));
+    }
+  }
+  if (request.query != null) {
+    const compiled = compileQuery(request.query, CALL_FIELDS, ['body', 'query']);
+    where.push(`(${compiled.sql})`);
+    params.push(...compiled.params);
+  }
+  return { where, params };
+}
+
+/**
+ * SQL and bound parameters of a `calls/query_stats`: the calls `buildQuery` would select (no
+ * order needed to count them), at most `limit` of them.
+ */
+export function buildStatsQuery(request: StatsRequest): { sql: string; params: unknown[] } {
+  const { where, params } = selectionOf(request);
+  params.push(request.limit ?? -1);
+  const total = request.includeTotalStorageSize ? TOTAL_STORAGE_SQL : 'NULL AS total_storage_size_bytes';
+  const sql = `SELECT count(*) AS count, sum(total_storage_size_bytes) AS total_storage_size_bytes
+    FROM (SELECT ${total} FROM calls c WHERE ${where.join(' AND ')} LIMIT ?)`;
+  return { sql, params };
+}
+
+/** `<prefix>:*` matches every version of a ref or op (any digest), as in the hosted service. */
+function splitWildcards(values: readonly string[]): { exact: string[]; prefixes: string[] } {
+  const exact = values.filter((value) => !value.endsWith(':*'));
+  const prefixes = values.filter((value) => value.endsWith(':*')).map((value) => value.slice(0, -1));
+  return { exact, prefixes };
 }
 
 /** Fields whose equality picks out a handful of calls (each has an index after project_id). */
