@@ -3,7 +3,7 @@
  * real store: annotation specs are objects written through the object store, and every refusal
  * leaves the feedback table as it was.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BadRequestError } from '../../src/server/errors.js';
 import { checkAnnotationValue } from '../../src/server/store/annotation-spec.js';
 import { openDatabase } from '../../src/server/store/db.js';
@@ -104,20 +104,32 @@ describe('annotation feedback', () => {
     expectRefused({ feedback_type: 'wandb.annotation.broken', annotation_ref: invalid, payload: { value: 1 } }, /field_schema is not a valid JSON Schema/);
     const notObject = annotationSpec('scalar', 'string');
     expectRefused({ feedback_type: 'wandb.annotation.scalar', annotation_ref: notObject, payload: { value: 'x' } }, /must point to an annotation spec/);
+    const nullSchema = annotationSpec('null-schema', null);
+    expectRefused({ feedback_type: 'wandb.annotation.null-schema', annotation_ref: nullSchema, payload: { value: 'x' } }, /must point to an annotation spec/);
     let deep: Record<string, unknown> = { type: 'string' };
     for (let depth = 0; depth < 1000; depth++) deep = { type: 'object', properties: { a: deep } };
     // Past what obj/create stores (500 levels), so straight into the check.
-    expect(() => checkAnnotationValue({ field_schema: deep }, 'deep', {})).toThrow(/nested too deeply to compile/);
+    expect(() => checkAnnotationValue({ field_schema: deep }, 'deep', {})).toThrow(/could not be compiled: compiling it overflowed the stack/);
+    // Valid (Python's jsonschema checks it), but Ajv's code for it nests too deeply for V8.
+    const wide = annotationSpec('wide', { oneOf: Array.from({ length: 2500 }, (_, i) => ({ const: i })) });
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    try {
+      expectRefused({ feedback_type: 'wandb.annotation.wide', annotation_ref: wide, payload: { value: 5 } }, /could not be compiled.*some 2000 or more alternatives/);
+      // Ajv's own log of the failed code (megabytes) stays off the server's stderr.
+      expect(logged).not.toHaveBeenCalled();
+    } finally {
+      logged.mockRestore();
+    }
     const badPattern = annotationSpec('pattern', { type: 'string', pattern: '(' });
     expectRefused({ feedback_type: 'wandb.annotation.pattern', annotation_ref: badPattern, payload: { value: 'x' } }, /not a valid JSON Schema/);
-    // Schemas on which Ajv's validation recurses without end: the spec's fault (400), not a 500.
+    // Schemas on which Ajv's validation overflows the stack: the spec's fault (400), not a 500.
     const recursing = {
       selfref: { allOf: [{ $ref: '#' }] },
       dynamic: { $dynamicRef: '#meta', $defs: { x: { $dynamicAnchor: 'meta', type: 'integer' } } },
     };
     for (const [name, schema] of Object.entries(recursing)) {
       const ref = annotationSpec(name, schema);
-      expectRefused({ feedback_type: `wandb.annotation.${name}`, annotation_ref: ref, payload: { value: 5 } }, /recurses without end when validating/);
+      expectRefused({ feedback_type: `wandb.annotation.${name}`, annotation_ref: ref, payload: { value: 5 } }, /could not be checked: validating a value overflowed the stack \(a schema that recurses without end, or one with some 2000/);
     }
   });
 

@@ -27,7 +27,9 @@ import { quote } from '../quote.js';
 /** Compiled schemas kept; past this the oldest is dropped (a project rarely has more specs). */
 const MAX_COMPILED_SPECS = 256;
 
-const AJV_OPTIONS: Options = { strict: false, validateFormats: false, allErrors: false };
+// `logger: false`: Ajv logs the whole generated function when it fails to compile one (megabytes
+// on the server's stderr for a hostile spec); the failure reaches the client as a 400 instead.
+const AJV_OPTIONS: Options = { strict: false, validateFormats: false, allErrors: false, logger: false };
 
 type Dialect = '2020-12' | '2019-09' | 'draft-07';
 
@@ -65,15 +67,22 @@ export function checkAnnotationValue(spec: unknown, specKey: string, value: unkn
 }
 
 /**
- * `validate(value)`, with a schema that recurses without end (`{"allOf": [{"$ref": "#"}]}`, or a
- * `$dynamicRef` Ajv resolves to itself) answered as the spec's fault: Ajv's validation recurses
- * too, and overflows the stack where Python's `jsonschema` would stop.
+ * `validate(value)`, with a stack overflow answered as the spec's fault: a schema that recurses
+ * without end (`{"allOf": [{"$ref": "#"}]}`, or a `$dynamicRef` Ajv resolves to itself) makes Ajv's
+ * validation recurse too, where Python's `jsonschema` would stop; and Ajv's code for a schema of
+ * about 2000 alternatives or properties in one object may nest too deeply for V8 to run (see
+ * `compile`). The two cannot be told apart from the error, so the reason names both.
  */
 function validates(validate: ValidateFunction, value: unknown): boolean {
   try {
     return validate(value);
   } catch (error) {
-    if (error instanceof RangeError) throw new BadRequestError("The annotation spec's field_schema recurses without end when validating a value");
+    if (error instanceof RangeError) {
+      throw new BadRequestError(
+        "The annotation spec's field_schema could not be checked: validating a value overflowed the stack " +
+          '(a schema that recurses without end, or one with some 2000 or more alternatives or properties in one object)',
+      );
+    }
     throw error;
   }
 }
@@ -90,7 +99,8 @@ function compiledSchema(spec: unknown, specKey: string): ValidateFunction {
 }
 
 function compile(spec: unknown): ValidateFunction | BadRequestError {
-  const schema = isRecord(spec) ? (spec.field_schema ?? {}) : undefined;
+  // Absent: any value. Null is no schema (the service's AnnotationSpec refuses it too).
+  const schema = isRecord(spec) ? (spec.field_schema === undefined ? {} : spec.field_schema) : undefined;
   if (!isRecord(schema)) {
     return new BadRequestError('annotation_ref must point to an annotation spec: an object whose field_schema is a JSON Schema object');
   }
@@ -104,8 +114,15 @@ function compile(spec: unknown): ValidateFunction | BadRequestError {
   try {
     return newValidator(dialect).compile(schema);
   } catch (error) {
-    // Ajv compiles recursively: a schema nested hundreds deep overflows the stack.
-    if (error instanceof RangeError) return new BadRequestError("The annotation spec's field_schema is nested too deeply to compile");
+    // Ajv compiles recursively, and V8 parses the code it makes recursively: a schema nested
+    // hundreds deep, or one with thousands of alternatives or properties side by side (Ajv nests
+    // the code of each in the one before), overflows the stack.
+    if (error instanceof RangeError) {
+      return new BadRequestError(
+        "The annotation spec's field_schema could not be compiled: compiling it overflowed the stack " +
+          '(a schema nested hundreds of levels deep, or one with some 2000 or more alternatives or properties in one object)',
+      );
+    }
     const reason = error instanceof Error ? error.message : String(error);
     return new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${reason}`);
   }
