@@ -67,8 +67,12 @@ const SORTABLE_COLUMNS: Readonly<Record<string, string>> = {
 const METADATA_COLUMNS =
   'project_id, object_id, digest, version_index, is_latest, kind, base_object_class, leaf_object_class, size_bytes, wb_user_id, created_at, deleted_at';
 
-/** `digest` in a read may name a version by index. */
-const VERSION_ALIAS = /^v(0|[1-9][0-9]{0,14})$/;
+/**
+ * `digest` in a read may name a version by index: `v` and its number, leading zeros allowed as
+ * the service's `int()` allows them (`v01` is `v1`). Fifteen digits at most: a safe integer, and
+ * never a 43-character digest.
+ */
+const VERSION_ALIAS = /^v([0-9]{1,15})$/;
 
 /**
  * Build the object store on an open database whose migrations are applied.
