@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import packageJson from '../../../package.json' with { type: 'json' };
 import type { RouteModule, ServerContext } from '../context.js';
-import { BadRequestError } from '../errors.js';
+import { BadRequestError, HttpError } from '../errors.js';
 import { quote } from '../quote.js';
 import { createCallsStore, type CallPart, type QueryRequest } from '../store/calls.js';
 import { checkNameLength, toCompleteRows, toEndRow, toStartRow, type EndInput, type StartInput } from '../store/calls-rows.js';
@@ -23,6 +23,7 @@ import {
   CallUpdateReqSchema,
   CallUpsertBatchReqSchema,
   isCallId,
+  MAX_DELETE_IDS,
   MAX_DISPLAY_NAME_CHARS,
   type CallEndReq,
   type CallReadReq,
@@ -167,6 +168,10 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/calls/delete', { schema: { body: CallsDeleteReqSchema } }, async (request) => {
     const body = request.body as CallsDeleteReq;
     ctx.authorizeProject(request, body.project_id);
+    if (body.call_ids.length > MAX_DELETE_IDS) {
+      // As the service answers (RequestTooLarge): a client may split the list and send it again.
+      throw new HttpError(413, `Cannot delete more than ${MAX_DELETE_IDS} calls at once`);
+    }
     return { num_deleted: store.deleteCalls(body.project_id, body.call_ids) };
   });
 
