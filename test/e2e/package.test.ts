@@ -3,7 +3,7 @@
  * and the `bin` from package.json. Every check runs in a fresh `node` process in the repository
  * root, where `callbridge` resolves to this package through its "exports".
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -238,6 +238,38 @@ describe('when better-sqlite3 cannot load (an optional dependency whose native b
       );
       expect(result.cause).toBe('Could not locate the bindings file (build failed)');
     }
+  });
+});
+
+describe('what `npm pack` puts in the package', () => {
+  it('holds the license, the README and every file an entry loads, and no sources or tests', () => {
+    // --ignore-scripts: no prepack build while other tests use dist/.
+    const packed = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
+    expect(packed.status, packed.stderr).toBe(0);
+    const [{ files }] = JSON.parse(packed.stdout) as Array<{ files: Array<{ path: string }> }>;
+    const paths = files.map((file) => file.path);
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { license: string };
+    expect(manifest.license).toBe('Apache-2.0');
+    expect(readFileSync(join(ROOT, 'LICENSE'), 'utf8')).toContain('Apache License\n                           Version 2.0');
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'LICENSE',
+        'README.md',
+        'package.json',
+        'dist/THIRD_PARTY_LICENSES.txt',
+        'dist/index.js',
+        'dist/index.cjs',
+        'dist/index.d.ts',
+        'dist/index.d.cts',
+        'dist/export-worker.js',
+        'dist/export-worker.cjs',
+        'dist/server/index.js',
+        'dist/server/index.cjs',
+        'dist/server/index.d.ts',
+        'dist/cli/main.js',
+      ]),
+    );
+    expect(paths.filter((path) => !path.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(path))).toEqual([]);
   });
 });
 
