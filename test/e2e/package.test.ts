@@ -246,8 +246,8 @@ describe('what `npm pack` puts in the package', () => {
     // --ignore-scripts: no prepack build while other tests use dist/.
     const packed = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8' });
     expect(packed.status, packed.stderr).toBe(0);
-    const [{ files }] = JSON.parse(packed.stdout) as Array<{ files: Array<{ path: string }> }>;
-    const paths = files.map((file) => file.path);
+    const [pack] = JSON.parse(packed.stdout) as Array<{ files: Array<{ path: string }> }>;
+    const paths = pack!.files.map((file) => file.path);
     const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { license: string };
     expect(manifest.license).toBe('Apache-2.0');
     expect(readFileSync(join(ROOT, 'LICENSE'), 'utf8')).toContain('Apache License\n                           Version 2.0');
