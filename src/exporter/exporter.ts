@@ -46,6 +46,13 @@ export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<
 export let isServiceDown: (exporter: CallbridgeExporter) => boolean;
 
 /**
+ * `register()`'s `forceFlush` stopped waiting for `exporter`'s service, which is down: the flushes
+ * that follow (`shutdown()`, the exit flush) do not wait for the same outage again. Assigned by
+ * the static block, as above.
+ */
+export let noteGaveUpWhileDown: (exporter: CallbridgeExporter) => void;
+
+/**
  * Delivers finished spans as calls through `call/upsert_batch` (or `calls/complete` for
  * complete-mode projects), batched, retried and bounded in memory. Works behind
  * `BatchSpanProcessor` and `SimpleSpanProcessor` alike.
@@ -75,10 +82,15 @@ export class CallbridgeExporter implements SpanExporter {
   );
   #shutDown = false;
   #shutdownDone: Promise<void> | undefined;
+  /** `delivered` when a flush last gave up on a service that was down (see `#flushWaitMs`). */
+  #deliveredAtGiveUp: number | undefined;
 
   static {
     exportedSpans = (exporter) => exporter.#exported;
     isServiceDown = (exporter) => exporter.#batcher.isRetrying() && !exporter.#batcher.isDelivering();
+    noteGaveUpWhileDown = (exporter) => {
+      exporter.#deliveredAtGiveUp = exporter.#batcher.stats().delivered;
+    };
     // The exit flushes (register()'s, and this exporter's own) need the batcher and the timeout;
     // they are not public API.
     flushBeforeExit = async (exporter, flush) => {
@@ -86,7 +98,7 @@ export class CallbridgeExporter implements SpanExporter {
       let deadline: ReturnType<typeof setTimeout> | undefined;
       // Ref'd on purpose, unlike every other timer here: see flushBeforeExit's comment.
       const outOfTime = new Promise<false>((resolve) => {
-        deadline = setTimeout(() => resolve(false), exporter.#shutdownTimeoutMs);
+        deadline = setTimeout(() => resolve(false), exporter.#flushWaitMs());
       });
       try {
         batcher.settleForExit?.();
@@ -159,13 +171,25 @@ export class CallbridgeExporter implements SpanExporter {
   shutdown(): Promise<void> {
     this.#shutDown = true;
     // Watched until it is done: a shutdown not awaited before process.exit() can still lose spans.
-    this.#shutdownDone ??= this.#batcher.shutdown().finally(this.#unwatchExit);
+    this.#shutdownDone ??= this.#batcher.shutdown(this.#flushWaitMs()).finally(this.#unwatchExit);
     return this.#shutdownDone;
   }
 
   /** Delivery counters (SPEC §4.1): queued, in flight, delivered, retried, dropped by reason. */
   stats(): DeliveryStats {
     return this.#batcher.stats();
+  }
+
+  /**
+   * How long a final flush (shutdown, exit) may wait: `shutdownTimeoutMs`, or nothing when a flush
+   * already gave up on this outage (the service still down, nothing delivered since). A script
+   * whose `forceFlush()` waited out a service that is down would otherwise wait as long again at
+   * its end, for the same service.
+   */
+  #flushWaitMs(): number {
+    const sameOutage =
+      this.#deliveredAtGiveUp !== undefined && isServiceDown(this) && this.#batcher.stats().delivered === this.#deliveredAtGiveUp;
+    return sameOutage ? 0 : this.#shutdownTimeoutMs;
   }
 
   /** `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts). */

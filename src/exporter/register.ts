@@ -29,7 +29,7 @@ import { endOpenCalls } from '../trace/call-end.js';
 import { createLog, type Log } from '../log.js';
 import { resolveDelivery, resolveLogLevel, type ExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit } from './exit-watch.js';
-import { CallbridgeExporter, exportedSpans, flushBeforeExit, isServiceDown } from './exporter.js';
+import { CallbridgeExporter, exportedSpans, flushBeforeExit, isServiceDown, noteGaveUpWhileDown } from './exporter.js';
 
 /** Options of `register()`: the exporter's options plus how the provider is set up. */
 export interface RegisterOptions extends ExporterOptions {
@@ -61,7 +61,8 @@ export interface Tracing {
   /**
    * Resolves when every span ended before the call is delivered or dropped, or after
    * `shutdownTimeoutMs` with a warning saying how many are still waiting (they stay queued and
-   * are retried until `maxRetryMs`; `exporter.stats()` tells). Never rejects.
+   * are retried until `maxRetryMs`; `exporter.stats()` tells). After such a warning, `shutdown()`
+   * and the exit flush do not wait again while that outage lasts. Never rejects.
    */
   forceFlush(): Promise<void>;
   /** Flush, close the exporter, remove the exit hook and the global registration. Idempotent; never rejects. */
@@ -126,6 +127,7 @@ export function register(options: RegisterOptions = {}): Tracing {
     );
     if (!(await Promise.race([flushed, givingUp.reached]))) {
       gaveUp = true;
+      noteGaveUpWhileDown(exporter);
       warnStillWaiting(exporter, shutdownTimeoutMs, log);
     }
     givingUp.cancel();

@@ -442,6 +442,37 @@ process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
     },
   );
 
+  // The bound is 3 s; the second wait is measured inside the script, against half of it.
+  it.each(['main', 'worker'])(
+    'does not wait again at shutdown() or exit for a service a forceFlush() gave up on, while it stays down (%s thread)',
+    async (thread) => {
+      await withUnavailableService(async (url) => {
+        for (const [name, end] of [
+          ['shutdown', 'await tracing.shutdown();'],
+          ['exit', "process.on('exit', () => console.log('after exit flush', Math.round(performance.now() - gaveUpAt)));"],
+        ] as const) {
+          const run = await runScript(
+            `no-second-wait-${name}-${thread}.mjs`,
+            oneCallScript('acme/down-twice', `shutdownTimeoutMs: 3000, deliveryThread: '${thread}'`, `
+await tracing.forceFlush();
+const gaveUpAt = performance.now();
+${end}
+if (${name === 'shutdown'}) console.log('after shutdown', Math.round(performance.now() - gaveUpAt));
+process.on('exit', () => console.log(JSON.stringify(tracing.exporter.stats())));
+`),
+            url,
+          );
+          expect(run.code).toBe(0);
+          expect(run.output).toContain('forceFlush() stopped waiting after 3000 ms');
+          const waited = Number(new RegExp(`after ${name === 'shutdown' ? 'shutdown' : 'exit flush'} (\\d+)`).exec(run.output)?.[1]);
+          expect(waited).toBeLessThan(1500);
+          expect(lastLine(run.output)).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, dropped: { shutdown: 1 } });
+        }
+      });
+    },
+    30_000,
+  );
+
   it.each(['main', 'worker'])(
     'keeps an awaited forceFlush() waiting for a slow answer to a retry, past shutdownTimeoutMs (%s thread)',
     async (thread) => {
