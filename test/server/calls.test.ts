@@ -437,6 +437,146 @@ describe('calls/stream_query', () => {
   });
 });
 
+describe('calls/stream_query sort order (as the hosted service sorts)', () => {
+  /** Writes one call per entry (started one second apart, so ids and start order agree); returns name -> id. */
+  async function callsNamed(p: string, entries: Array<[name: string, startExtra: object, endExtra: object | null]>) {
+    const idOf = new Map<string, string>();
+    const items: unknown[] = [];
+    entries.forEach(([name, startExtra, endExtra], i) => {
+      const id = spanId();
+      idOf.set(name, id);
+      items.push(startItem(start(p, id, { started_at: `2026-01-01T00:00:0${i}Z`, ...startExtra })));
+      if (endExtra !== null) items.push(endItem(end(p, id, { ended_at: `2026-01-01T00:01:0${i}Z`, ...endExtra })));
+    });
+    await upsert(items);
+    const nameOf = new Map([...idOf].map(([name, id]) => [id, name]));
+    return async (body: Record<string, unknown>) => (await query({ project_id: p, ...body })).map((c) => nameOf.get(c.id));
+  }
+
+  it('sorts a JSON path by presence, then its numeric reading (numeric text too), then its text', async () => {
+    const p = project();
+    const names = await callsNamed(p, [
+      ['n9', { inputs: { v: 9 }, attributes: { k: 9 } }, { output: { x: 9 }, summary: { usage: { m: { total_tokens: 9 } } } }],
+      ['s10', { inputs: { v: '10' }, attributes: { k: '10' } }, { output: { x: '10' }, summary: { usage: { m: { total_tokens: '10' } } } }],
+      ['n20', { inputs: { v: 20 }, attributes: { k: 20 } }, { output: { x: 20 }, summary: { usage: { m: { total_tokens: 20 } } } }],
+      ['missing', { inputs: {}, attributes: {} }, { output: {}, summary: {} }],
+      ['jnull', { inputs: { v: null }, attributes: { k: null } }, { output: { x: null }, summary: { usage: { m: { total_tokens: null } } } }],
+      ['sabc', { inputs: { v: 'abc' }, attributes: { k: 'abc' } }, { output: { x: 'abc' }, summary: { usage: { m: { total_tokens: 'abc' } } } }],
+    ]);
+    for (const field of ['inputs.v', 'attributes.k', 'output.x', 'summary.usage.m.total_tokens']) {
+      const asc = await names({ sort_by: [{ field, direction: 'asc' }] });
+      expect(asc.slice(0, 4), field).toEqual(['n9', 's10', 'n20', 'sabc']);
+      // A JSON null counts as absent in the hosted calls query (JSONType 'Null'), like a missing path.
+      expect(new Set(asc.slice(4)), field).toEqual(new Set(['missing', 'jnull']));
+      const desc = await names({ sort_by: [{ field, direction: 'desc' }] });
+      expect(desc.slice(0, 4), field).toEqual(['n20', 's10', 'n9', 'sabc']);
+      expect(new Set(desc.slice(4)), field).toEqual(new Set(['missing', 'jnull']));
+    }
+  });
+
+  it('puts NULLs last in both directions for columns and derived fields', async () => {
+    const p = project();
+    const parent = spanId();
+    await upsert([startItem(start(p, parent, { started_at: '2025-12-31T00:00:00Z' }))]);
+    const names = await callsNamed(p, [
+      ['done-late', { display_name: 'b', parent_id: parent, thread_id: 't2' }, { ended_at: '2026-01-01T00:05:00Z' }],
+      ['running', {}, null],
+      ['done-early', { display_name: 'a', parent_id: parent, thread_id: 't1' }, { ended_at: '2026-01-01T00:00:03Z' }],
+    ]);
+    const sorted = async (field: string, direction: string) =>
+      (await names({ sort_by: [{ field, direction }], filter: { trace_ids: [TRACE] }, query: { $expr: { $not: [{ $eq: [{ $getField: 'id' }, { $literal: parent }] }] } } }));
+    expect(await sorted('ended_at', 'asc')).toEqual(['done-early', 'done-late', 'running']);
+    expect(await sorted('ended_at', 'desc')).toEqual(['done-late', 'done-early', 'running']);
+    expect(await sorted('summary.weave.latency_ms', 'asc')).toEqual(['done-early', 'done-late', 'running']);
+    expect(await sorted('summary.weave.latency_ms', 'desc')).toEqual(['done-late', 'done-early', 'running']);
+    for (const field of ['display_name', 'parent_id', 'thread_id']) {
+      expect(await sorted(field, 'asc'), field).toEqual(field === 'parent_id' ? ['done-late', 'done-early', 'running'] : ['done-early', 'done-late', 'running']);
+      expect((await sorted(field, 'desc')).at(-1), field).toBe('running');
+    }
+  });
+
+  it('accepts deleted_at in $getField and sort_by (visible calls are never deleted: it reads as null)', async () => {
+    const p = project();
+    const [a, b] = [spanId(), spanId()];
+    await upsert([startItem(start(p, a)), startItem(start(p, b))]);
+    const isNull = await query({ project_id: p, query: { $expr: { $eq: [{ $getField: 'deleted_at' }, { $literal: null }] } } });
+    expect(isNull.map((c) => c.id).sort()).toEqual([a, b].sort());
+    const sorted = await query({ project_id: p, sort_by: [{ field: 'deleted_at', direction: 'desc' }] });
+    expect(sorted).toHaveLength(2);
+  });
+});
+
+describe('derived summary.weave values, read and queried alike', () => {
+  async function statusAndQuery(p: string, id: string) {
+    const status = (await read(p, id)).summary.weave.status;
+    const matched = await query({ project_id: p, query: { $expr: { $eq: [{ $getField: 'summary.weave.status' }, { $literal: status }] } } });
+    expect(matched.map((c) => c.id), `query on status ${status}`).toContain(id);
+    return status;
+  }
+
+  it('reads summary.status_counts.error as an integer, as the hosted SQL does (toInt64OrNull)', async () => {
+    const p = project();
+    const cases: Array<[unknown, string]> = [
+      ['0', 'success'],
+      [true, 'success'],
+      ['abc', 'success'],
+      [0, 'success'],
+      [2, 'descendant_error'],
+      ['3', 'descendant_error'],
+    ];
+    for (const [error, expected] of cases) {
+      const id = spanId();
+      await upsert([startItem(start(p, id)), endItem(end(p, id, { summary: { status_counts: { error } } }))]);
+      expect(await statusAndQuery(p, id), JSON.stringify(error)).toBe(expected);
+    }
+  });
+
+  it('names the trace by the display name, else the op name (an op ref reads as the op name)', async () => {
+    const p = project();
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ op_name: `weave:///${p}/op/my_op:abc123` }, 'my_op'],
+      [{ op_name: `weave:///${p}/op/my_op:abc123`, display_name: '' }, 'my_op'],
+      [{ op_name: `weave:///${p}/op/my_op:abc123`, display_name: 'Shown' }, 'Shown'],
+      [{ op_name: 'plain', display_name: '' }, 'plain'],
+      [{ op_name: 'plain' }, 'plain'],
+    ];
+    for (const [extra, expected] of cases) {
+      const id = spanId();
+      await upsert([startItem(start(p, id, extra))]);
+      expect((await read(p, id)).summary.weave.trace_name, JSON.stringify(extra)).toBe(expected);
+      const matched = await query({ project_id: p, query: { $expr: { $eq: [{ $getField: 'summary.weave.trace_name' }, { $literal: expected }] } } });
+      expect(matched.map((c) => c.id), JSON.stringify(extra)).toContain(id);
+    }
+  });
+});
+
+describe('numeric reading of text in queries', () => {
+  it('reads a string as a number only when the whole string is one', async () => {
+    const p = project();
+    const values = { date: '2024-01-05', version: '1.2.3', phone: '555-1234', signs: '+-7', bare: '1e', trailing: '5-', num: '12', exp: '1.5e3' };
+    const idOf = new Map<string, string>();
+    const items: unknown[] = [];
+    for (const [name, v] of Object.entries(values)) {
+      const id = spanId();
+      idOf.set(id, name);
+      items.push(startItem(start(p, id, { inputs: { v } })));
+    }
+    await upsert(items);
+    const matching = async (expr: object) =>
+      (await query({ project_id: p, query: { $expr: expr } })).map((c) => idOf.get(c.id)).sort();
+    const v = { $getField: 'inputs.v' };
+    for (const n of [2024, 1.2, 555, 0, 1, 5, -7]) {
+      expect(await matching({ $eq: [v, { $literal: n }] }), String(n)).toEqual([]);
+    }
+    expect(await matching({ $eq: [v, { $literal: 12 }] })).toEqual(['num']);
+    expect(await matching({ $gt: [v, { $literal: 100 }] })).toEqual(['exp']);
+    expect(await matching({ $eq: [{ $convert: { input: v, to: 'double' } }, { $literal: null }] })).toEqual(
+      ['bare', 'date', 'phone', 'signs', 'trailing', 'version'],
+    );
+    expect(await matching({ $and: [{ $convert: { input: v, to: 'bool' } }] })).toEqual(['exp', 'num']);
+  });
+});
+
 describe('costs on call/read', () => {
   it('prices known models (also dated snapshots) and skips unknown ones', async () => {
     const p = project();

@@ -226,3 +226,47 @@ describe('feedback over HTTP', () => {
     expect(res.body.payload).toEqual({ note: longest, extra: true });
   });
 });
+
+describe('feedback/query sort order (as the hosted service sorts)', () => {
+  let server: TestServer;
+  const call = (path: string, body: unknown) => post(server.url, path, body);
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => server.close());
+
+  it('sorts payload paths by presence, numeric reading and text, and columns with NULLs last', async () => {
+    const project = 'acme/sorting';
+    const values: Array<[string, unknown]> = [
+      ['n9', 9],
+      ['s10', '10'],
+      ['n20', 20],
+      ['missing', undefined],
+      ['jnull', null],
+      ['sabc', 'abc'],
+      ['szz', 'zz'],
+    ];
+    for (const [id, v] of values) {
+      const res = await call('/feedback/create', {
+        project_id: project,
+        weave_ref: `weave:///${project}/call/0123456789abcdef`,
+        feedback_type: 'custom',
+        payload: v === undefined ? {} : { v },
+        creator: id.startsWith('n') ? id : null,
+        id,
+      });
+      expect(res.status, res.text).toBe(200);
+    }
+    const ids = async (field: string, direction: string) => {
+      const res = await call('/feedback/query', { project_id: project, fields: ['id'], sort_by: [{ field, direction }] });
+      expect(res.status, res.text).toBe(200);
+      return res.body.result.map((row: { id: string }) => row.id);
+    };
+    // The hosted feedback query tests presence with JSON_EXISTS, so a JSON null is present: it
+    // has no numeric reading and sorts by its text, `null`, among the other texts.
+    expect(await ids('payload.v', 'asc')).toEqual(['n9', 's10', 'n20', 'sabc', 'jnull', 'szz', 'missing']);
+    expect(await ids('payload.v', 'desc')).toEqual(['n20', 's10', 'n9', 'szz', 'jnull', 'sabc', 'missing']);
+    expect((await ids('creator', 'asc')).slice(0, 2)).toEqual(['n20', 'n9']);
+    expect((await ids('creator', 'desc')).slice(0, 2)).toEqual(['n9', 'n20']);
+  });
+});

@@ -165,6 +165,12 @@ describe('calls/stream_query plans', () => {
     const details = queryPlan({ limit: 10 });
     expect(details.join('\n')).toMatch(/USING INDEX calls_by_start \(project_id=\?\)/);
     expect(details.join('\n')).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
+    // A sort_by on started_at puts NULLs last (as the hosted service does); SQLite still walks the index.
+    for (const direction of ['asc', 'desc'] as const) {
+      const sorted = queryPlan({ limit: 10, sortBy: [{ field: 'started_at', direction }] }).join('\n');
+      expect(sorted, direction).toMatch(/USING INDEX calls_by_start \(project_id=\?\)/);
+      expect(sorted, direction).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
+    }
   });
 });
 

@@ -6,10 +6,11 @@ import { BadRequestError, ValidationError } from '../../src/server/errors.js';
 import type { FieldTable } from '../../src/server/query/fields.js';
 import {
   compileFieldJsonRef,
-  compileFieldRef,
   compileQuery,
+  compileSortTerms,
   MAX_QUERY_DEPTH,
   splitFieldPath,
+  type JsonNullInSort,
 } from '../../src/server/query/index.js';
 import { registerSqlFunctions } from '../../src/server/query/sql-functions.js';
 
@@ -256,6 +257,29 @@ describe('types of JSON values', () => {
     expect(select({ $lt: [field('output.score'), lit(1)] })).toEqual(['c1']);
   });
 
+  it('a text reads as a number only when the whole text is one (toFloat64OrNull), stored or literal', () => {
+    const docField: FieldTable = { doc: { sql: 'x.doc', type: 'json' }, text: { sql: 'x.text', type: 'text' } };
+    /** Whether `$expr` holds for one row whose `doc.v` and `text` hold `text`. */
+    const holds = (text: string, expr: unknown): boolean => {
+      const { sql, params } = compileQuery({ $expr: expr }, docField);
+      const row = `WITH x(doc, text) AS (SELECT json_object('v', ?), ?) SELECT (${sql}) IS TRUE FROM x`;
+      return firstValue(db.prepare(row).get(text, text, ...params)) === 1;
+    };
+    const numbers: Array<[string, number]> = [['12', 12], ['.5', 0.5], ['5.', 5], ['+7', 7], ['-1.5e-3', -0.0015], ['1E5', 100000]];
+    const notNumbers = ['2024-01-05', '1.2.3', '555-1234', '+-7', '1e', '5-', ' 5', '0x10', '', 'abc', '1e+'];
+    for (const input of ['doc.v', 'text']) {
+      const double = { $convert: { input: field(input), to: 'double' } };
+      for (const [text, value] of numbers) {
+        expect(holds(text, eq(double, lit(value))), `${input} ${text}`).toBe(true);
+        expect(holds(text, eq(field(input), lit(value))), `${input} ${text} = ${value}`).toBe(true);
+      }
+      for (const text of notNumbers) {
+        expect(holds(text, eq(double, lit(null))), `${input} ${JSON.stringify(text)}`).toBe(true);
+        expect(holds(text, { $and: [{ $convert: { input: field(input), to: 'bool' } }] }), `${input} ${JSON.stringify(text)} as bool`).toBe(false);
+      }
+    }
+  });
+
   it('a string literal compares as text', () => {
     expect(select(eq(field('inputs.x'), lit('12')))).toEqual(['c2']);
     expect(select(eq(field('inputs.x'), lit('5')))).toEqual(['c1']);
@@ -391,17 +415,30 @@ describe('dotted paths', () => {
   });
 });
 
-describe('compileFieldRef and compileFieldJsonRef', () => {
-  function orderBy(path: string, direction: 'ASC' | 'DESC'): string[] {
-    const key = compileFieldRef(path, FIELDS);
-    return firstColumn(db.prepare(`SELECT id FROM calls c ORDER BY ${key.sql} ${direction}, id`).all(...key.params)) as string[];
+describe('compileSortTerms and compileFieldJsonRef', () => {
+  function orderBy(path: string, direction: 'asc' | 'desc', jsonNull: JsonNullInSort = 'absent'): string[] {
+    const terms = compileSortTerms(path, direction, FIELDS, jsonNull);
+    const sql = `SELECT id FROM calls c ORDER BY ${terms.map((term) => term.sql).join(', ')}, id`;
+    return firstColumn(db.prepare(sql).all(...terms.flatMap((term) => term.params))) as string[];
   }
 
-  it('sorts by columns, derived fields and JSON paths (JSON numbers as numbers)', () => {
-    expect(orderBy('wb_run_step', 'DESC')).toEqual(['c4', 'c5', 'c2', 'c1', 'c3']);
-    expect(orderBy('summary.weave.latency_ms', 'ASC')).toEqual(['c3', 'c5', 'c2', 'c1', 'c4']);
-    // 150 and 50 are numbers; '200' is text, which SQLite orders after numbers.
-    expect(orderBy('summary.usage.gpt-4o.total_tokens', 'ASC')).toEqual(['c3', 'c5', 'c2', 'c1', 'c4']);
+  it('sorts columns and derived fields with NULLs last in either direction', () => {
+    expect(orderBy('wb_run_step', 'desc')).toEqual(['c4', 'c5', 'c2', 'c1', 'c3']);
+    expect(orderBy('wb_run_step', 'asc')).toEqual(['c1', 'c2', 'c5', 'c4', 'c3']);
+    expect(orderBy('summary.weave.latency_ms', 'asc')).toEqual(['c5', 'c2', 'c1', 'c4', 'c3']);
+    expect(orderBy('display_name', 'asc')).toEqual(['c1', 'c4', 'c2', 'c5', 'c3']);
+  });
+
+  it('sorts JSON paths by presence, then numbers (numeric text too), then text', () => {
+    // 50 and 150 are numbers, '200' is numeric text; c3 and c5 have no such path.
+    expect(orderBy('summary.usage.gpt-4o.total_tokens', 'asc')).toEqual(['c2', 'c1', 'c4', 'c3', 'c5']);
+    expect(orderBy('summary.usage.gpt-4o.total_tokens', 'desc')).toEqual(['c4', 'c1', 'c2', 'c3', 'c5']);
+    // inputs.x: 5, '12', 'abc', null, missing. A JSON null is absent, or present as the text `null`.
+    expect(orderBy('inputs.x', 'asc')).toEqual(['c1', 'c2', 'c3', 'c5', 'c4']);
+    expect(orderBy('inputs.x', 'asc', 'present')).toEqual(['c1', 'c2', 'c3', 'c4', 'c5']);
+    expect(orderBy('inputs.x', 'desc', 'present')).toEqual(['c2', 'c1', 'c4', 'c3', 'c5']);
+    // Booleans have no numeric reading: they sort as the texts `false`/`true` after the numbers.
+    expect(orderBy('inputs.flag', 'asc')).toEqual(['c3', 'c2', 'c1', 'c4', 'c5']);
   });
 
   it('reads JSON values with their JSON type', () => {
@@ -416,8 +453,8 @@ describe('compileFieldRef and compileFieldJsonRef', () => {
   });
 
   it('unknown fields are a 400 naming the field', () => {
-    expect(() => compileFieldRef('nope', FIELDS)).toThrow(new BadRequestError('Unknown field: nope'));
-    expect(() => compileFieldRef('op_name.sub', FIELDS)).toThrow(BadRequestError);
+    expect(() => compileSortTerms('nope', 'asc', FIELDS, 'absent')).toThrow(new BadRequestError('Unknown field: nope'));
+    expect(() => compileSortTerms('op_name.sub', 'asc', FIELDS, 'absent')).toThrow(BadRequestError);
     expect(() => compileFieldJsonRef('c.id; DROP TABLE calls', FIELDS)).toThrow(BadRequestError);
   });
 });
@@ -602,7 +639,8 @@ describe('hostile input', () => {
 
   it('a $convert chain that would grow the SQL geometrically is a 422', () => {
     let value: unknown = field('display_name');
-    for (let i = 0; i < 30; i += 1) value = { $convert: { input: { $convert: { input: value, to: 'string' } }, to: 'double' } };
+    // Text read as a boolean is read twice (`true`/`false`, else as a number): 2^30 copies.
+    for (let i = 0; i < 30; i += 1) value = { $convert: { input: { $convert: { input: value, to: 'string' } }, to: 'bool' } };
     expect(validationIssue(() => compileQuery({ $expr: eq(value, lit(1)) }, FIELDS)).type).toBe('too_large');
   });
 

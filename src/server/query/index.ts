@@ -5,12 +5,13 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { compileCondition, compileFieldJson, compileFieldValue } from './compile.js';
+import { compileCondition, compileFieldJson, compileSortFragments, type JsonNullInSort } from './compile.js';
 import type { FieldTable } from './fields.js';
 import { parseQuery } from './parse.js';
 import { MAX_SQL_CHARS, SqlTooLargeError } from './sql.js';
 
 export type { FieldSpec, FieldTable } from './fields.js';
+export type { JsonNullInSort } from './compile.js';
 export { MAX_QUERY_DEPTH, MAX_QUERY_NODES } from './parse.js';
 export { splitFieldPath } from './paths.js';
 
@@ -69,18 +70,25 @@ export function compileQuery(
 }
 
 /**
- * SQL expression reading one dotted field (for `sort_by`): a column, a derived field, or a value
- * inside a JSON column (`json_extract`, so JSON numbers sort as numbers). Throws `BadRequestError`
- * for an unknown field.
+ * ORDER BY terms (each with its parameters) for one `sort_by` entry, sorted as the hosted service
+ * sorts: a column or derived field by its value with NULLs last in either direction; a dotted
+ * path into a JSON column by three keys, absent values last, then the numeric reading (JSON
+ * numbers and numeric text together), then the text (see `compileSortFragments` in compile.ts).
+ * `jsonNull` says whether a JSON null is absent (calls) or a value (feedback). Throws
+ * `BadRequestError` for an unknown field.
  *
  * @example
- * const key = compileFieldRef('summary.usage.gpt-4o.total_tokens', fields);
- * // key.sql = 'json_extract((c.summary), ?)', key.params = ['$."usage"."gpt-4o"."total_tokens"']
- * db.prepare(`SELECT * FROM calls c ORDER BY ${key.sql} DESC`).all(...key.params);
+ * const terms = compileSortTerms('summary.usage.gpt-4o.total_tokens', 'desc', fields, 'absent');
+ * const orderBy = terms.map((term) => term.sql).join(', ');
+ * db.prepare(`SELECT * FROM calls c ORDER BY ${orderBy}`).all(...terms.flatMap((term) => term.params));
  */
-export function compileFieldRef(path: string, fields: FieldTable): CompiledSql {
-  const compiled = compileFieldValue(path, fields);
-  return { sql: compiled.sql, params: [...compiled.params] };
+export function compileSortTerms(
+  path: string,
+  direction: 'asc' | 'desc',
+  fields: FieldTable,
+  jsonNull: JsonNullInSort,
+): CompiledSql[] {
+  return compileSortFragments(path, direction, fields, jsonNull).map((term) => ({ sql: term.sql, params: [...term.params] }));
 }
 
 /**

@@ -15,9 +15,9 @@ export type Bindable = string | number | bigint | null;
 
 /**
  * Largest SQL text and parameter count a fragment may grow to. Some readings repeat their input
- * (a text checked for being numeric is read four times), so a chain of `$convert`s grows the SQL
- * geometrically; checking at every step stops that long before memory is at risk. 2 MB of SQL
- * still prepares in milliseconds.
+ * (a text read as a boolean is read twice: `true`/`false`, else as a number), so a chain of
+ * `$convert`s grows the SQL geometrically; checking at every step stops that long before memory
+ * is at risk. 2 MB of SQL still prepares in milliseconds.
  */
 export const MAX_SQL_CHARS = 2_000_000;
 export const MAX_SQL_PARAMS = 100_000;

@@ -3,6 +3,21 @@
  * so the derived values a query filters on are exactly the ones a read returns.
  */
 import type { FieldTable } from '../query/fields.js';
+import { opNameOfRef } from '../query/sql-functions.js';
+
+/**
+ * Whether `summary.status_counts.error` counts errors, read as the hosted SQL reads it: as an
+ * integer (`toInt64OrNull` of the value's text), so a JSON integer or a text that is a whole
+ * integer (`"3"`, `"+3"`) above 0; `"0"`, `true`, `2.5` and `"abc"` count none. Only text
+ * values (rare) read the path more than twice.
+ */
+const HAS_ERROR_COUNT_SQL = `CASE json_type(c.summary, '$.status_counts.error')
+    WHEN 'integer' THEN json_extract(c.summary, '$.status_counts.error') > 0
+    WHEN 'text' THEN json_extract(c.summary, '$.status_counts.error') GLOB '*[1-9]*'
+      AND (CASE WHEN json_extract(c.summary, '$.status_counts.error') GLOB '+*'
+        THEN substr(json_extract(c.summary, '$.status_counts.error'), 2)
+        ELSE json_extract(c.summary, '$.status_counts.error') END) NOT GLOB '*[^0-9]*'
+  END`;
 
 /**
  * `summary.weave.status` (SPEC §2.1): error, else running, else descendant_error, else success.
@@ -13,15 +28,27 @@ import type { FieldTable } from '../query/fields.js';
 export const STATUS_SQL = `(CASE
   WHEN c.exception IS NOT NULL THEN 'error'
   WHEN c.ended_at IS NULL THEN 'running'
-  WHEN coalesce(CASE WHEN json_valid(c.summary) THEN json_extract(c.summary, '$.status_counts.error') END, 0) > 0
-    THEN 'descendant_error'
+  WHEN CASE WHEN json_valid(c.summary) THEN ${HAS_ERROR_COUNT_SQL} END THEN 'descendant_error'
   ELSE 'success' END)`;
 
 /** `summary.weave.latency_ms`: whole milliseconds between start and end (integer division). */
 export const LATENCY_SQL = '((c.ended_us - c.started_us) / 1000)';
 
-/** `summary.weave.trace_name`: the display name, else the op name. */
-export const TRACE_NAME_SQL = 'coalesce(c.display_name, c.op_name)';
+/**
+ * `summary.weave.trace_name` (SPEC §2.1): the display name, else the op name. As in the hosted
+ * service, an empty display name counts as none, and the op name of an op ref
+ * (`weave:///<entity>/<project>/op/<name>:<digest>`) is the `<name>` it names (`opNameOfRef`,
+ * an SQL function: query/sql-functions.ts; the GLOB spares plain op names that JavaScript call).
+ * A read computes it with {@link traceName}, a query with this; calls.test.ts checks that the two
+ * agree.
+ */
+export const TRACE_NAME_SQL = `(CASE WHEN c.display_name <> '' THEN c.display_name
+  WHEN c.op_name GLOB 'weave:///*' THEN op_name_of_ref(c.op_name) ELSE c.op_name END)`;
+
+/** {@link TRACE_NAME_SQL} for a read, which has the row's names at hand. */
+export function traceName(displayName: string | null, opName: string): string {
+  return displayName !== null && displayName !== '' ? displayName : opNameOfRef(opName);
+}
 
 /** Stored bytes of one call's JSON (attributes + inputs + output + summary). */
 export const STORAGE_SIZE_SQL = '(c.start_bytes + c.end_bytes)';
@@ -41,6 +68,8 @@ export const CALL_FIELDS: FieldTable = {
   turn_id: { sql: 'c.turn_id', type: 'text' },
   started_at: { sql: 'c.started_at', type: 'datetime' },
   ended_at: { sql: 'c.ended_at', type: 'datetime' },
+  // A read-form field the hosted service lets queries name; NULL on every call a query sees.
+  deleted_at: { sql: 'c.deleted_at', type: 'datetime' },
   exception: { sql: 'c.exception', type: 'text' },
   wb_user_id: { sql: 'c.wb_user_id', type: 'text' },
   wb_run_id: { sql: 'c.wb_run_id', type: 'text' },

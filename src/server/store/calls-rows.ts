@@ -4,6 +4,7 @@
  * back out as the read form's JSON text.
  */
 import { computeCosts } from '../costs.js';
+import { traceName } from './calls-fields.js';
 import { BadRequestError, ValidationError } from '../errors.js';
 import { uuidv7 } from '../ids.js';
 import { stringifyWithinDepth } from '../json-depth.js';
@@ -308,7 +309,7 @@ function summaryJson(row: CallRow, includeCosts: boolean): string {
   const stored = row.summary === null ? {} : (JSON.parse(row.summary) as Record<string, unknown>);
   const weave: Record<string, unknown> = { status: row.status };
   if (row.latency_ms !== null) weave.latency_ms = row.latency_ms;
-  weave.trace_name = row.display_name ?? row.op_name;
+  weave.trace_name = traceName(row.display_name, row.op_name);
   if (includeCosts) weave.costs = computeCosts(stored.usage);
   return JSON.stringify({ ...stored, weave });
 }

@@ -6,7 +6,7 @@
 import { Readable } from 'node:stream';
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, NotFoundError } from '../errors.js';
-import { compileFieldRef, compileQuery } from '../query/index.js';
+import { compileQuery, compileSortTerms } from '../query/index.js';
 import { quote } from '../quote.js';
 import { nowInstant } from '../timestamps.js';
 import { isCallId, type CallsFilter } from '../../wire/calls.js';
@@ -428,9 +428,11 @@ export function buildQuery(request: QueryRequest): { sql: string; params: unknow
   // Sorting parameters come after the WHERE parameters, in the order the SQL text uses them.
   const order: string[] = [];
   for (const { field, direction } of request.sortBy ?? []) {
-    const ref = compileFieldRef(field, CALL_FIELDS);
-    order.push(`${ref.sql} ${direction === 'desc' ? 'DESC' : 'ASC'}`);
-    params.push(...ref.params);
+    // The hosted calls query counts a JSON null as absent when it sorts on a JSON path.
+    for (const term of compileSortTerms(field, direction, CALL_FIELDS, 'absent')) {
+      order.push(term.sql);
+      params.push(...term.params);
+    }
   }
   if (order.length === 0) order.push('c.started_at ASC');
   order.push('c.id ASC'); // a total order, so pages never overlap or skip

@@ -8,7 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError } from '../errors.js';
 import type { FieldTable } from '../query/fields.js';
-import { compileFieldJsonRef, compileFieldRef, compileQuery } from '../query/index.js';
+import { compileFieldJsonRef, compileQuery, compileSortTerms } from '../query/index.js';
 import { quote } from '../quote.js';
 import {
   FEEDBACK_RECORD_FIELDS,
@@ -142,9 +142,11 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
       }
       const order: string[] = [];
       for (const sort of request.sort_by ?? []) {
-        const ref = compileFieldRef(sort.field, FEEDBACK_FIELDS);
-        order.push(`${ref.sql} ${sort.direction === 'desc' ? 'DESC' : 'ASC'}`);
-        params.push(...ref.params);
+        // The hosted feedback query tests presence with JSON_EXISTS: a JSON null is a value.
+        for (const term of compileSortTerms(sort.field, sort.direction, FEEDBACK_FIELDS, 'present')) {
+          order.push(term.sql);
+          params.push(...term.params);
+        }
       }
       // Insertion order: the default, and the tie-breaker after any sort keys.
       order.push('rowid ASC');
