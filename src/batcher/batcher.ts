@@ -23,6 +23,7 @@ import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
 import { DROP_REPORT_INTERVAL_MS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
 import { suppressTracing } from './suppress-tracing.js';
+import { SizeCorrection } from './size-correction.js';
 import { truncateLargestStrings } from './truncate.js';
 
 /** How the batcher turns a record into wire items. Supplied by the exporter (mapping lives there). */
@@ -108,6 +109,11 @@ export interface Batcher<T> {
    * against `BACKPRESSURE_SHARE` of `maxQueueBytes`. Requests in flight are delivery under way.
    */
   waitingBytes(): number;
+  /**
+   * What the records' size guesses are scaled by when charged against `maxQueueBytes`: 1, or more
+   * where records weigh more when serialised than their guesses said (see size-correction.ts).
+   */
+  sizeCorrection(): number;
   /**
    * The process is about to exit: records waiting for a delivery thread that is still loading go
    * out on this thread instead (waiting for it to load costs more than their delivery). A flush
@@ -287,6 +293,8 @@ class QueueBatcher<T> implements Batcher<T> {
   readonly #reporter: DeliveryReporter;
   readonly #log: Log;
   readonly #abort = new AbortController();
+  /** Scales the size guesses to what records weigh when serialised (see size-correction.ts). */
+  readonly #sizeCorrection: SizeCorrection;
 
   /**
    * FIFO of queued records: an array read from `#head`, compacted now and then (amortised O(1)).
@@ -340,6 +348,7 @@ class QueueBatcher<T> implements Batcher<T> {
     this.#sendSlots = new PQueue({ concurrency: options.concurrency });
     this.#log = createLog(options.logLevel);
     this.#reporter = new DeliveryReporter(this.#log, options.dropReportIntervalMs);
+    this.#sizeCorrection = new SizeCorrection(options.maxBatchBytes);
   }
 
   add(record: T): boolean {
@@ -347,7 +356,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#countDrop('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    const estimate = admissionBytes(this.#estimateBytes, record, this.#options.maxBatchBytes);
+    const estimate = this.#sizeCorrection.charge(admissionBytes(this.#estimateBytes, record, this.#options.maxBatchBytes));
     if (this.#heldBytes + estimate > this.#options.maxQueueBytes) {
       this.#countDrop('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       return false;
@@ -438,6 +447,10 @@ class QueueBatcher<T> implements Batcher<T> {
 
   waitingBytes(): number {
     return this.#pendingBytes;
+  }
+
+  sizeCorrection(): number {
+    return this.#sizeCorrection.factor;
   }
 
   reportPendingDrops(): void {
@@ -695,6 +708,9 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 
   #setJson(entry: Entry<T>, json: Uint8Array, items: number, mode: Mode): void {
+    // The first serialisation weighs what the guess charged; later ones (a cut, a mode switch)
+    // replace a weight, not a guess.
+    if (entry.json === undefined) this.#sizeCorrection.observe(entry.bytes, json.length);
     const change = json.length - entry.bytes;
     this.#heldBytes += change;
     if (entry.state === 'queued') this.#pendingBytes += change;

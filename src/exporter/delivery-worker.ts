@@ -98,6 +98,7 @@ function currentReport(): WorkerStatsReport {
     retrying: batcher.isRetrying(),
     delivering,
     waitingBytes: batcher.waitingBytes(),
+    sizeCorrection: batcher.sizeCorrection(),
   };
 }
 
@@ -107,9 +108,9 @@ function post(message: FromWorker): void {
   Atomics.notify(reported, 0);
 }
 
-function reportSignature({ ackSeq, stats, retrying, delivering, waitingBytes }: WorkerStatsReport): string {
+function reportSignature({ ackSeq, stats, retrying, delivering, waitingBytes, sizeCorrection }: WorkerStatsReport): string {
   const d = stats.dropped;
-  return `${ackSeq} ${retrying} ${delivering} ${waitingBytes} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
+  return `${ackSeq} ${retrying} ${delivering} ${waitingBytes} ${sizeCorrection} ${stats.queued} ${stats.queuedBytes} ${stats.inFlight} ${stats.delivered} ${stats.retried} ${stats.batchesSent} ${d.queue_full} ${d.rejected} ${d.auth} ${d.retries_exhausted} ${d.too_large} ${d.shutdown}`;
 }
 
 function forwardingLogger(): DiagLogger {

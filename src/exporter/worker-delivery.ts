@@ -36,6 +36,7 @@ import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from '
 import { diag } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { admissionBytes, settleWithin, underBackpressure, type Batcher } from '../batcher/batcher.js';
+import { scaleCharge } from '../batcher/size-correction.js';
 import { DROP_REASONS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from '../batcher/stats.js';
 import { createLog, type Log } from '../log.js';
 import type { ResolvedExporterOptions } from '../options.js';
@@ -189,6 +190,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
   #remoteDelivering = false;
   /** The worker's `waitingBytes` as last reported. */
   #remoteWaitingBytes = 0;
+  /** The worker's `sizeCorrection`, which scales the charges made here too. */
+  #remoteSizeCorrection = 1;
   /** Drops decided on this thread: admission (`queue_full`), after shutdown, lost with a worker. */
   readonly #localDrops = zeroDrops();
 
@@ -222,7 +225,8 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       this.#dropLocally('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    const bytes = admissionBytes(estimateSpanBytes, span, this.#options.maxBatchBytes);
+    const { maxBatchBytes } = this.#options;
+    const bytes = scaleCharge(admissionBytes(estimateSpanBytes, span, maxBatchBytes), this.#remoteSizeCorrection, maxBatchBytes);
     // Once per message's worth of spans while a slice is due, a look at whether it ever ran.
     if (this.#postScheduled && ++this.#addsWhileScheduled % MAX_SPANS_PER_MESSAGE === 0) {
       if (performance.now() - this.#postScheduledAt > STARVED_LOOP_MS) this.#postFromStarvedLoop();
@@ -323,6 +327,10 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   waitingBytes(): number {
     return this.#waitingBytes();
+  }
+
+  sizeCorrection(): number {
+    return this.#here?.sizeCorrection() ?? this.#remoteSizeCorrection;
   }
 
   /**
@@ -612,6 +620,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     this.#remote = report.stats;
     this.#remoteRetrying = report.retrying;
     this.#remoteWaitingBytes = report.waitingBytes;
+    this.#remoteSizeCorrection = report.sizeCorrection;
     if (this.#remoteDelivering !== report.delivering) {
       this.#remoteDelivering = report.delivering;
       if (this.#lapsed.size > 0) this.#refWhileWaited();

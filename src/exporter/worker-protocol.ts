@@ -53,6 +53,8 @@ export interface WorkerStatsReport {
   readonly delivering: boolean;
   /** Bytes the worker's batcher holds that are not yet in a request (`Batcher.waitingBytes`). */
   readonly waitingBytes: number;
+  /** What the size guesses are scaled by (`Batcher.sizeCorrection`), for the application thread's charges too. */
+  readonly sizeCorrection: number;
 }
 
 /** Worker -> application thread. */

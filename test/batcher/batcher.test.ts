@@ -488,6 +488,47 @@ describe('bounded memory (SPEC §4.3)', () => {
     expect(new Set(transport.allIds()).size).toBe(final.delivered);
   });
 
+  // CJK text weighs 3 bytes a character in JSON, a control character 6; the guess counts 1.
+  it('keeps the bound when records weigh several times their size guess, by learning the ratio', async () => {
+    const gate = deferred<SendOutcome>();
+    // The batches the two send slots take (40 records) are weighed while their requests hang.
+    const { codec, batcher } = setup({ maxQueueBytes: 1_000_000, maxBatchItems: 40, concurrency: 2 }, () => gate.promise);
+    const weight = (item: TestRecord): number => toUpsertBytes(item) + 1;
+    codec.estimateBytes = (item) => Math.ceil(weight(item) / 3);
+    let admitted = 0;
+    for (let index = 0; index < 2000; index += 1) {
+      const item = record(index, 'x'.repeat(3000));
+      if (batcher.add(item)) admitted += weight(item);
+      // Spans come over many turns of the event loop, as an application makes them.
+      if (index % 10 === 9) await settle();
+    }
+    expect(batcher.sizeCorrection()).toBeGreaterThan(2.5);
+    // Only what was admitted before the first records were weighed exceeds the bound.
+    expect(admitted).toBeLessThanOrEqual(1_000_000 * 1.25);
+    expect(batcher.stats().dropped.queue_full).toBeGreaterThan(0);
+    gate.resolve(OK);
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ queued: 0, inFlight: 0, queuedBytes: 0 });
+  });
+
+  it('leaves guesses as they are for records lighter than guessed, and lets a correction fall back', async () => {
+    const { codec, batcher } = setup({ maxBatchItems: 20, flushIntervalMs: 10 });
+    const estimate = codec.estimateBytes;
+    let heavy = true;
+    codec.estimateBytes = (item) => (heavy ? Math.ceil(toUpsertBytes(item) / 4) : estimate(item) * 2);
+    for (let index = 0; index < 200; index += 1) batcher.add(record(index, 'x'.repeat(1500)));
+    await settle(20);
+    await batcher.forceFlush();
+    expect(batcher.sizeCorrection()).toBeGreaterThan(3);
+    heavy = false;
+    for (let round = 0; round < 10; round += 1) {
+      for (let index = 0; index < 100; index += 1) batcher.add(record(1000 + round * 100 + index, 'x'.repeat(1500)));
+      await settle(20);
+      await batcher.forceFlush();
+    }
+    expect(batcher.sizeCorrection()).toBe(1);
+  });
+
   it.each([Number.NaN, Number.POSITIVE_INFINITY])('charges a record whose size guess is %s as a full batch, so the bound still holds', async (guess) => {
     const gate = deferred<SendOutcome>();
     const { codec, batcher } = setup({ maxQueueBytes: 50_000, maxBatchBytes: 10_000, maxBatchItems: 20, concurrency: 1 }, () => gate.promise);
