@@ -19,6 +19,7 @@ export type {
   CallbridgeClient,
   RequestOptions,
   CallsCompleteInput,
+  CallsQueryInput,
   FileCreateInput,
   HealthRes,
   ServerInfoRes,
@@ -26,7 +27,7 @@ export type {
 } from './client/index.js';
 
 // Wire types (type-only: the schemas themselves stay on the server's side).
-export type { StartedCall, EndedCall, UpsertItem, CompletedCall, Call } from './wire/calls.js';
+export type { StartedCall, EndedCall, UpsertItem, CompletedCall, Call, CallWithColumns } from './wire/calls.js';
 export type { Feedback } from './wire/feedback.js';
 export type { ObjSchema } from './wire/objects.js';
 

@@ -33,6 +33,7 @@ import type {
   CallsQueryReq,
   CallsQueryStatsReq,
   CallsQueryStatsRes,
+  CallWithColumns,
 } from '../wire/calls.js';
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackPurgeReq, FeedbackQueryReq, FeedbackQueryRes } from '../wire/feedback.js';
 import type { FileContentReq, FileCreateRes } from '../wire/files.js';
@@ -49,6 +50,15 @@ export interface RequestOptions {
 }
 
 /** Body of `callsComplete`: the `/v2/{entity}/{project}/calls/complete` path comes from `project_id`. */
+/**
+ * A calls query as the client takes it: its `columns` typed, so that the calls it answers have the
+ * fields those columns select (`CallWithColumns`): `columns: ['inputs.question']` gives calls with
+ * `inputs` and the fields always returned, and no `output` to read by mistake.
+ */
+export type CallsQueryInput<C extends readonly string[] | null | undefined = undefined> = Omit<CallsQueryReq, 'columns'> & {
+  columns?: C;
+};
+
 export interface CallsCompleteInput extends CallsCompleteReq {
   readonly project_id: string;
 }
@@ -97,9 +107,15 @@ export interface CallbridgeClient {
    * `POST /calls/stream_query`: the calls one by one as the server streams them. The request is
    * sent on the first `next()`; breaking out of the loop closes the response.
    */
-  callsStreamQuery(req: CallsQueryReq, options?: RequestOptions): AsyncGenerator<Call, void, undefined>;
+  callsStreamQuery<const C extends readonly string[] | null | undefined = undefined>(
+    req: CallsQueryInput<C>,
+    options?: RequestOptions,
+  ): AsyncGenerator<CallWithColumns<C>, void, undefined>;
   /** `callsStreamQuery` collected into an array. */
-  callsQuery(req: CallsQueryReq, options?: RequestOptions): Promise<Call[]>;
+  callsQuery<const C extends readonly string[] | null | undefined = undefined>(
+    req: CallsQueryInput<C>,
+    options?: RequestOptions,
+  ): Promise<Array<CallWithColumns<C>>>;
   /**
    * `POST /calls/query_stats`: how many calls a filter and query select (at most `limit`), without
    * reading them; with `include_total_storage_size`, the storage of the selected root calls' traces.
@@ -176,7 +192,10 @@ class TypedClient implements CallbridgeClient {
     return this.#postJson('/call/read', req, options);
   }
 
-  async *callsStreamQuery(req: CallsQueryReq, options?: RequestOptions): AsyncGenerator<Call, void, undefined> {
+  async *callsStreamQuery<const C extends readonly string[] | null | undefined = undefined>(
+    req: CallsQueryInput<C>,
+    options?: RequestOptions,
+  ): AsyncGenerator<CallWithColumns<C>, void, undefined> {
     const path = '/calls/stream_query';
     const url = this.#url(path);
     const result = await this.#transport.exchange(this.#jsonRequest(path, req, options), (body) => body);
@@ -187,7 +206,7 @@ class TypedClient implements CallbridgeClient {
         if (value === null || typeof value !== 'object' || Array.isArray(value)) {
           throw new UnexpectedResponseError({ url, status: result.status, reason: 'a line of the stream is not a call object' });
         }
-        yield value as Call;
+        yield value as CallWithColumns<C>;
       }
     } catch (error) {
       if (error instanceof UnexpectedResponseError) throw error;
@@ -200,8 +219,11 @@ class TypedClient implements CallbridgeClient {
     }
   }
 
-  async callsQuery(req: CallsQueryReq, options?: RequestOptions): Promise<Call[]> {
-    const calls: Call[] = [];
+  async callsQuery<const C extends readonly string[] | null | undefined = undefined>(
+    req: CallsQueryInput<C>,
+    options?: RequestOptions,
+  ): Promise<Array<CallWithColumns<C>>> {
+    const calls: Array<CallWithColumns<C>> = [];
     for await (const call of this.callsStreamQuery(req, options)) calls.push(call);
     return calls;
   }

@@ -213,6 +213,29 @@ export interface CallReadRes {
   call: Call | null;
 }
 
+/** Fields every call a query answers carries, whatever `columns` names (as the service does). */
+export type AlwaysReturnedCallField = 'id' | 'project_id' | 'op_name' | 'trace_id' | 'started_at';
+
+/** The read-form field a column names (`inputs.question` -> `inputs`). */
+type FieldOfColumn<C> = C extends `${infer Field}.${string}` ? Field : C;
+
+/**
+ * What a calls query answers per call for its `columns`: the whole call when none are named (or
+ * an empty list), else the named fields and the ones always returned; for columns known only as
+ * `string[]`, the fields always returned and maybe the rest.
+ *
+ * @example
+ * type Row = CallWithColumns<readonly ['inputs.question', 'output']>;
+ * // Pick<Call, 'id' | 'project_id' | 'op_name' | 'trace_id' | 'started_at' | 'inputs' | 'output'>
+ */
+export type CallWithColumns<C extends readonly string[] | null | undefined> = C extends readonly [string, ...string[]]
+  ? Pick<Call, AlwaysReturnedCallField | Extract<FieldOfColumn<C[number]>, keyof Call>>
+  : C extends readonly []
+    ? Call
+    : C extends readonly string[]
+      ? Pick<Call, AlwaysReturnedCallField> & Partial<Call>
+      : Call;
+
 const StringList = Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()]));
 
 /**

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { createClient, type CallbridgeClient } from '../../src/client/index.js';
 import {
   AuthError,
@@ -11,7 +11,7 @@ import {
   TimeoutError,
   UnexpectedResponseError,
 } from '../../src/errors.js';
-import type { UpsertItem } from '../../src/wire/calls.js';
+import type { Call, UpsertItem } from '../../src/wire/calls.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { startScriptedServer } from './scripted-server.js';
 
@@ -140,6 +140,31 @@ describe('client: calls', () => {
       limit: 2,
     });
     expect(descending.map((call) => call.id)).toEqual([ids[2], ids[1]]);
+  });
+
+  it('types the calls a query answers by its columns, as the server answers them', async () => {
+    const id = nextSpanId();
+    await client.callUpsertBatch({ batch: [startItem(id, 'op.columns'), endItem(id)] });
+    const filter = { op_names: ['op.columns'] };
+    const [picked] = await client.callsQuery({ project_id: project, filter, columns: ['inputs.question', 'output'] });
+    type Picked = Pick<Call, 'id' | 'project_id' | 'op_name' | 'trace_id' | 'started_at' | 'inputs' | 'output'>;
+    expectTypeOf(picked!).toEqualTypeOf<Picked>();
+    expect(Object.keys(picked!).sort()).toEqual(['id', 'inputs', 'op_name', 'output', 'project_id', 'started_at', 'trace_id']);
+    expect(picked).toMatchObject({ inputs: { question: 'why?' }, output: 'because' });
+    // @ts-expect-error: not among the columns, so not in the answer either
+    expect(picked!.summary).toBeUndefined();
+    for await (const call of client.callsStreamQuery({ project_id: project, filter, columns: ['summary.weave.status'] })) {
+      expectTypeOf(call.summary).toEqualTypeOf<Call['summary']>();
+      expect(call.summary.weave.status).toBe('success');
+    }
+    // No columns, or an empty list: whole calls. Columns known only as strings: maybe any field.
+    expectTypeOf((await client.callsQuery({ project_id: project, filter }))[0]!).toEqualTypeOf<Call>();
+    expectTypeOf((await client.callsQuery({ project_id: project, filter, columns: [] }))[0]!).toEqualTypeOf<Call>();
+    const named: string[] = ['output'];
+    const [loose] = await client.callsQuery({ project_id: project, filter, columns: named });
+    expectTypeOf(loose!.id).toEqualTypeOf<string>();
+    expectTypeOf(loose!.output).toEqualTypeOf<unknown>();
+    expect(loose!.output).toBe('because');
   });
 
   it('breaking out of a stream early releases the connection and the client stays usable', async () => {

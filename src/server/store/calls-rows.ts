@@ -15,6 +15,7 @@ import {
   isTraceId,
   MAX_DISPLAY_NAME_CHARS,
   MAX_OP_NAME_CHARS,
+  type AlwaysReturnedCallField,
   type Call,
   type CompletedCall,
   type EndedCall,
@@ -264,8 +265,11 @@ export const CALL_FIELD_NAMES = [
   'total_storage_size_bytes',
 ] as const;
 
-/** Fields every read carries, whatever `columns` asks for (as the hosted service does). */
-export const ALWAYS_RETURNED = new Set(['id', 'project_id', 'op_name', 'trace_id', 'started_at']);
+/**
+ * Fields every read carries, whatever `columns` asks for (as the hosted service does); the
+ * client's types (`CallWithColumns`) name the same ones.
+ */
+export const ALWAYS_RETURNED: ReadonlySet<string> = new Set<AlwaysReturnedCallField>(['id', 'project_id', 'op_name', 'trace_id', 'started_at']);
 
 /**
  * The read form of a call as JSON text. The stored JSON columns are spliced in as they are (they
