@@ -13,8 +13,9 @@
  * is by construction the tree `unflattenAttributes` makes; tests compare the two on arbitrary keys.
  */
 import { encodeConstant } from '../wire/json-writer.js';
-import { parseJsonText, unflattenAttributes, type AttributeTree } from './unflatten.js';
+import { unflattenAttributes, type AttributeTree } from './unflatten.js';
 import { setOwn, toJsonValue } from './json-values.js';
+import { parseJsonText, TooDeepJsonText } from './json-text.js';
 
 /** One object of the tree: its members in key order. */
 export interface LayoutNode {
@@ -67,8 +68,10 @@ let trieRoot = new KeyTrie();
 let cachedKeys = 0;
 
 /**
- * The span's attributes laid out, or undefined when there are too many of them for a layout.
- * Values are converted exactly as `unflattenAttributes` converts them.
+ * The span's attributes laid out, or undefined when there are too many of them for a layout, or
+ * a JSON text nested too deep to parse (rare: `unflattenAttributes` keeps it as text and notes
+ * it, which the object path writes). Values are converted exactly as `unflattenAttributes`
+ * converts them.
  *
  * @example
  * const laidOut = layOut({ 'gen_ai.system': 'openai', 'input.value': '[1]' });
@@ -85,7 +88,8 @@ export function layOut(attributes: Readonly<Record<string, unknown>> | undefined
       if (raw === undefined) continue;
       if (values.length === MAX_LAYOUT_KEYS) return undefined;
       const value = toJsonValue(raw);
-      const parsed = parseJsonText(value);
+      const parsed = parseJsonText(value, key);
+      if (parsed instanceof TooDeepJsonText) return undefined;
       values.push(parsed);
       jsonTexts.push(parsed !== value && isWellFormed(value as string) ? (value as string) : undefined);
       node = node?.next.get(key);

@@ -27,7 +27,7 @@ import { buildTree, layOut, type LaidOutAttributes } from './attribute-layout.js
 import type { AttributeTree } from './unflatten.js';
 import { extractCallContent, type CallContent } from './content.js';
 import { toOpName } from './names.js';
-import { dumpEvent, dumpLink, dumpResource, exceptionText } from './otel-dump.js';
+import { dumpEvent, dumpLink, dumpResource, exceptionText, scopeVersion } from './otel-dump.js';
 import { fromReadableSpan, isReadableSpan, withLowercaseIds, type SpanInput } from './span-input.js';
 import { hrTimeToIso } from './timestamps.js';
 import { toCallParts, toCompletedCall } from './to-call.js';
@@ -259,8 +259,8 @@ function isOptionalText(value: unknown): boolean {
   return value === undefined || typeof value === 'string';
 }
 
-function writeNullable(text: string | undefined, out: JsonWriter): void {
-  if (text === undefined) out.ascii('null');
+function writeNullable(text: string | null | undefined, out: JsonWriter): void {
+  if (text === undefined || text === null) out.ascii('null');
   else out.string(text);
 }
 
@@ -297,7 +297,7 @@ function writeOtelDump({ input, tree, startedAt, endedAt }: FastCall, out: JsonW
   out.constant(bytes);
   writeStringMember(PIECES.dumpScopeName, input.scope.name, out);
   out.constant(PIECES.dumpScopeVersion);
-  writeNullable(input.scope.version, out);
+  writeNullable(scopeVersion(input.scope), out);
   out.constant(PIECES.dumpClose);
 }
 

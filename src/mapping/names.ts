@@ -4,8 +4,10 @@
  * Over-long names are shortened the way the hosted service shortens them: at a delimiter where
  * one falls near the limit, so a name stays readable, and an op name ends with `:` plus the first
  * 4 hex characters of SHA-256 of the full name, so two long names that share a prefix stay apart.
- * Lengths are counted in UTF-16 units (what the local server checks) and a cut never splits a
- * surrogate pair; for names without astral characters this equals the hosted service's count.
+ * Lengths are counted in characters (code points), as SPEC §3, the local server's check
+ * (`checkNameLength`) and the hosted service's Python count them, so a cut never splits a
+ * surrogate pair. A name with astral characters (emoji) is cut only past 128 of them, not past
+ * 128 UTF-16 units.
  */
 import { createHash } from 'node:crypto';
 
@@ -23,7 +25,7 @@ export const MAX_DISPLAY_NAME_LENGTH = 1024;
  * toOpName('x'.repeat(200)); // 'xxx…x:' + 4 hex characters, 128 characters in all
  */
 export function toOpName(spanName: string): string {
-  if (spanName.length <= MAX_OP_NAME_LENGTH) return spanName;
+  if (!isLongerThan(spanName, MAX_OP_NAME_LENGTH)) return spanName;
   const digest = createHash('sha256').update(spanName, 'utf8').digest('hex');
   return shortenName(spanName, MAX_OP_NAME_LENGTH, `:${digest.slice(0, 4)}`, false);
 }
@@ -36,35 +38,41 @@ export function toDisplayName(name: string): string {
 const DELIMITERS = new Set([',', ';', '|', ' ', '/', '?', '.']);
 
 /**
- * Shortens `name` to at most `maxLength` characters ending with `suffix`, cutting after the last
- * whole word that fits (words are separated by `, ; | space / ? .`). With `delimiterBeforeSuffix`
- * the delimiter that followed the last kept word is kept before the suffix (`hello/...`).
+ * Shortens `name` to at most `maxLength` characters (code points) ending with `suffix`, cutting
+ * after the last whole word that fits (words are separated by `, ; | space / ? .`). With
+ * `delimiterBeforeSuffix` the delimiter that followed the last kept word is kept before the
+ * suffix (`hello/...`).
  */
 export function shortenName(name: string, maxLength: number, suffix: string, delimiterBeforeSuffix: boolean): string {
-  if (name.length <= maxLength) return name;
-  const room = maxLength - suffix.length;
+  if (!isLongerThan(name, maxLength)) return name;
+  const room = maxLength - codePointCount(suffix);
   const parts = splitKeepingDelimiters(name);
-  if (parts.length <= 1) return cutAt(name, room) + suffix;
+  if (parts.length <= 1) return firstCodePoints(name, room) + suffix;
 
   let shortened = parts[0]!;
-  if (shortened.length > room) return cutAt(shortened, room) + suffix;
+  let shortenedLength = codePointCount(shortened);
+  if (shortenedLength > room) return firstCodePoints(shortened, room) + suffix;
   let i = 1;
   while (i < parts.length) {
     let delimiters = '';
     while (i < parts.length && DELIMITERS.has(parts[i]!)) delimiters += parts[i++]!;
     // A name ending in delimiters has no word after them: they are the last part.
     const nextPart = delimiters + (parts[i] ?? '');
+    const nextLength = codePointCount(nextPart);
     const ending =
       suffix.length === 0 ? '' : suffix.startsWith(delimiters) || !delimiterBeforeSuffix ? suffix : delimiters + suffix;
-    if (shortened.length + nextPart.length >= maxLength - ending.length) {
+    const endingLength = codePointCount(ending);
+    if (shortenedLength + nextLength >= maxLength - endingLength) {
       shortened += ending;
+      shortenedLength += endingLength;
       break;
     }
     shortened += nextPart;
+    shortenedLength += nextLength;
     i++;
   }
   // A long run of delimiters before the suffix can overshoot; the limit is a hard one.
-  return shortened.length <= maxLength ? shortened : cutAt(name, room) + suffix;
+  return shortenedLength <= maxLength ? shortened : firstCodePoints(name, room) + suffix;
 }
 
 /** Words and single delimiter characters, in order, without empty strings. */
@@ -82,10 +90,36 @@ function splitKeepingDelimiters(name: string): string[] {
   return parts;
 }
 
-/** The first `length` UTF-16 units of `text`, one fewer if the cut would split a surrogate pair. */
-function cutAt(text: string, length: number): string {
-  if (length <= 0) return '';
-  const last = text.charCodeAt(length - 1);
-  const end = last >= 0xd800 && last <= 0xdbff ? length - 1 : length;
+/**
+ * Whether `text` has more than `limit` code points. A string has at least as many UTF-16 units as
+ * code points, so the short names of nearly every span are answered without counting.
+ */
+function isLongerThan(text: string, limit: number): boolean {
+  return text.length > limit && codePointCount(text) > limit;
+}
+
+/** Code points in `text`: a surrogate pair counts once, a lone surrogate once (as `[...text]`). */
+function codePointCount(text: string): number {
+  let count = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    if (isSurrogatePairAt(text, i)) {
+      count--;
+      i++;
+    }
+  }
+  return count;
+}
+
+/** The first `count` code points of `text`; never ends inside a surrogate pair. */
+function firstCodePoints(text: string, count: number): string {
+  let end = 0;
+  for (let taken = 0; taken < count && end < text.length; taken++) end += isSurrogatePairAt(text, end) ? 2 : 1;
   return text.slice(0, end);
+}
+
+function isSurrogatePairAt(text: string, index: number): boolean {
+  const high = text.charCodeAt(index);
+  if (high < 0xd800 || high > 0xdbff) return false;
+  const low = text.charCodeAt(index + 1);
+  return low >= 0xdc00 && low <= 0xdfff;
 }

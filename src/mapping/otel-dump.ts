@@ -42,8 +42,17 @@ export function buildOtelDump(
     events: span.events.length === 0 ? [] : span.events.map(dumpEvent),
     links: span.links.length === 0 ? [] : span.links.map(dumpLink),
     resource: dumpResource(span.resource),
-    scope: { name: span.scope.name, version: span.scope.version ?? null },
+    scope: { name: span.scope.name, version: scopeVersion(span.scope) },
   };
+}
+
+/**
+ * `otel_dump.scope.version`: null for a tracer without a version, and for an empty one too:
+ * protobuf cannot tell `''` from absent, so OTLP ingest never sees an empty version, and the same
+ * span must give the same call whichever way it travels (SPEC §3).
+ */
+export function scopeVersion(scope: SpanInput['scope']): string | null {
+  return scope.version || null;
 }
 
 /** One entry of `otel_dump.events`. */

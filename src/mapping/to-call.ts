@@ -51,6 +51,7 @@ export function toCallParts(span: SpanInput | ReadableSpan, projectId: string): 
   let tree = EMPTY_TREE;
   try {
     tree = unflattenAttributes(input.attributes);
+    if (tree.notes !== undefined) notes.push(...tree.notes);
   } catch (error) {
     notes.push(`attributes: ${describe(error)}`);
   }

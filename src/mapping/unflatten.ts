@@ -7,19 +7,20 @@
  * example above the tree is `{a: {b: 1}, 'a.b.c': 2}`, and {@link AttributeReader} finds either key.
  */
 import { isPlainObject, setOwn, toJsonValue } from './json-values.js';
+import { parseJsonText, TooDeepJsonText } from './json-text.js';
 
 /** Unflattened attributes. `hasFlatKeys` says whether any dotted key was kept flat (collisions). */
 export interface AttributeTree {
   readonly root: Record<string, unknown>;
   readonly hasFlatKeys: boolean;
+  /** What could not be mapped as the rule says (JSON text kept as text), for the call's note. */
+  readonly notes?: readonly string[] | undefined;
 }
-
-const OPEN_BRACE = 123; // '{'
-const OPEN_BRACKET = 91; // '['
 
 /**
  * Unflattens one attribute set. Values are converted to JSON first ({@link toJsonValue}); a string
- * that starts with `{` or `[` and parses as JSON is replaced by the parsed value.
+ * that starts with `{` or `[` and parses as JSON is replaced by the parsed value, unless it would
+ * nest too deep to store (`json-text.ts`: it stays text, and `notes` says so).
  *
  * @example
  * unflattenAttributes({ 'llm.token_count.prompt': 3, 'input.value': '{"q":1}' }).root;
@@ -27,26 +28,20 @@ const OPEN_BRACKET = 91; // '['
  */
 export function unflattenAttributes(attributes: Readonly<Record<string, unknown>> | undefined): AttributeTree {
   const builder = new TreeBuilder();
+  let notes: string[] | undefined;
   if (attributes !== undefined && attributes !== null) {
     for (const key in attributes) {
       const raw = attributes[key];
       if (raw === undefined) continue;
-      builder.insert(key, parseJsonText(toJsonValue(raw)));
+      let value = parseJsonText(toJsonValue(raw), key);
+      if (value instanceof TooDeepJsonText) {
+        (notes ??= []).push(value.note);
+        value = value.text;
+      }
+      builder.insert(key, value);
     }
   }
-  return { root: builder.root, hasFlatKeys: builder.hasFlatKeys };
-}
-
-/** A string starting with `{` or `[` that parses as JSON -> the parsed value; anything else as is. */
-export function parseJsonText(value: unknown): unknown {
-  if (typeof value !== 'string' || value.length < 2) return value;
-  const first = value.charCodeAt(0);
-  if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return value;
-  try {
-    return JSON.parse(value);
-  } catch {
-    return value;
-  }
+  return { root: builder.root, hasFlatKeys: builder.hasFlatKeys, notes };
 }
 
 // Spans of one instrumentation repeat the same keys. Splitting a key once and reusing its

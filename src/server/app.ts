@@ -3,7 +3,6 @@
  * the route modules of `routes/index.ts`, and the one error handler that turns every failure into
  * a body of SPEC §2.5. Nothing else lives here: routes are in `routes/`, storage in `store/`.
  */
-import { isUtf8 } from 'node:buffer';
 import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
@@ -11,6 +10,7 @@ import { checkBeforeBody } from './before-body.js';
 import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
+import { isUtf8Body, NOT_UTF8_REASON, utf8BodyText } from './json-body-text.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 import type { VerbatimBodyReader } from './verbatim-body.js';
@@ -128,11 +128,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
 function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: number): void {
   const parseJsonText = app.getDefaultJsonParser('ignore', 'ignore');
   const parseBytes = (request: FastifyRequest, bytes: Buffer, done: BodyParsed): void => {
-    // Validate (simdutf, 0.04 ms per 1 MB batch), then decode: 0.65 ms per 1 MB against
-    // 0.66-1.4 ms for a fatal TextDecoder (measured), with the same verdict (both follow the
-    // WHATWG definition of valid UTF-8).
-    if (!isUtf8(bytes)) {
-      done(new BadRequestError('Malformed JSON body: not valid UTF-8'), undefined);
+    if (!isUtf8Body(bytes)) {
+      done(new BadRequestError(`Malformed JSON body: ${NOT_UTF8_REASON}`), undefined);
       return;
     }
     const readVerbatim = request.routeOptions.config.readBodyVerbatim;
@@ -143,9 +140,7 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
         return;
       }
     }
-    const text = bytes.toString('utf8');
-    // A leading byte order mark is dropped, as TextDecoder did.
-    parseJsonText(request, text.charCodeAt(0) === BYTE_ORDER_MARK ? text.slice(1) : text, done);
+    parseJsonText(request, utf8BodyText(bytes), done);
   };
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -161,8 +156,6 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
     );
   });
 }
-
-const BYTE_ORDER_MARK = 0xfeff;
 
 /** A content-type parser's callback (Fastify does not export its type). */
 type BodyParsed = (error: Error | null, body?: unknown) => void;

@@ -144,6 +144,22 @@ describe('writeUpsertItems (the JSON the exporter sends)', () => {
     expectSameText(handBuilt);
   });
 
+  it('writes an empty scope version as null, as OTLP ingest (protobuf cannot tell it from none) stores it', async () => {
+    const memory = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(memory)] });
+    provider.getTracer('empty-version', '').startSpan('a').end();
+    provider.getTracer('no-version').startSpan('b').end();
+    for (const span of memory.getFinishedSpans()) {
+      expectSameText(span);
+      const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
+      const [completed] = JSON.parse(`[${writtenCompletedCall(span)}]`) as Array<Record<string, any>>;
+      for (const call of [start!.req.start, completed!, toUpsertItems(span, PROJECT)[0].req.start]) {
+        expect(call.otel_dump.scope).toEqual({ name: span.instrumentationScope.name, version: null });
+      }
+    }
+    await provider.shutdown();
+  });
+
   it('writes the JSON of the items for arbitrary attribute values (property)', async () => {
     const tracing = createTracing();
     const scalar = fc.oneof(
@@ -188,17 +204,46 @@ describe('writeUpsertItems (the JSON the exporter sends)', () => {
     await tracing.shutdown();
   });
 
-  it('writes JSON-text attributes nested deeper than the writer recurses, on either path', async () => {
+  it('keeps JSON text nested deeper than the server stores as text, with a note, identically on either path', async () => {
     const tracing = createTracing();
-    const deep = `${'['.repeat(3000)}1${']'.repeat(3000)}`;
-    const few = { 'input.value': deep, 'gen_ai.system': 'openai' };
-    const many = { ...few, ...Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`extra.${i}`, i])) };
-    const sdkSpan = tracing.finish({ attributes: few }).span;
-    // The SDK keeps 128 attributes: a span with more (the object path) is built by hand.
-    const handBuilt: SpanInput = { ...fromReadableSpan(sdkSpan), attributes: many };
-    for (const span of [sdkSpan, handBuilt]) {
-      const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
-      expect(JSON.stringify(start!.req.start.inputs['input.value'])).toBe(deep);
+    // MAX_JSON_DEPTH (500) - 3 (otel_dump.events[i].attributes) - 2 segments of `input.value`.
+    const bound = 495;
+    const nested = (depth: number, leaf = '1') => `${'['.repeat(depth)}${leaf}${']'.repeat(depth)}`;
+    const extra = Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`extra.${i}`, i]));
+    for (const deep of [nested(bound + 1), nested(3000)]) {
+      const sdkSpan = tracing.finish({ attributes: { 'input.value': deep, 'gen_ai.system': 'openai' } }).span;
+      // The SDK keeps 128 attributes: a span with more (the object path) is built by hand.
+      const handBuilt: SpanInput = { ...fromReadableSpan(sdkSpan), attributes: { ...sdkSpan.attributes, ...extra } };
+      for (const span of [sdkSpan, handBuilt]) {
+        expectSameText(span);
+        const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
+        expect(start!.req.start.inputs['input.value']).toBe(deep);
+        expect(start!.req.start.otel_dump.attributes.input.value).toBe(deep);
+        expect(start!.req.start.attributes._callbridge_mapping_error).toBe(
+          `input.value: JSON text nested deeper than ${bound} levels, kept as text`,
+        );
+      }
+    }
+    await tracing.shutdown();
+  });
+
+  it('parses JSON text up to the bound on either path, where the writer recurses into it (below its own limit)', async () => {
+    const tracing = createTracing();
+    const bound = 495;
+    // A lone surrogate: the text has no UTF-8 form, so the writer writes the value, recursing.
+    for (const leaf of ['1', '"\ud800"']) {
+      const deep = `${'['.repeat(bound)}${leaf}${']'.repeat(bound)}`;
+      const sdkSpan = tracing.finish({ attributes: { 'input.value': deep, 'gen_ai.system': 'openai' } }).span;
+      const handBuilt: SpanInput = {
+        ...fromReadableSpan(sdkSpan),
+        attributes: { ...sdkSpan.attributes, ...Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`extra.${i}`, i])) },
+      };
+      for (const span of [sdkSpan, handBuilt]) {
+        expectSameText(span);
+        const [start] = JSON.parse(`[${writtenItems(span)}]`) as Array<{ req: Record<string, any> }>;
+        expect(JSON.stringify(start!.req.start.inputs['input.value'])).toBe(JSON.stringify(JSON.parse(deep)));
+        expect(start!.req.start.attributes._callbridge_mapping_error).toBeUndefined();
+      }
     }
     await tracing.shutdown();
   });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { MAX_OP_NAME_LENGTH, toCallParts, toOpName } from '../../src/mapping/index.js';
-import { shortenName } from '../../src/mapping/names.js';
+import { shortenName, toDisplayName } from '../../src/mapping/names.js';
 import { createTracing, PROJECT } from './fixtures.js';
 
 /** The rule of SPEC §3: `:` + the first 4 hex characters of SHA-256 of the full name. */
@@ -41,11 +41,24 @@ describe('toOpName', () => {
   it('survives names ending in a run of delimiters and never splits a surrogate pair', () => {
     const trailing = `${'x'.repeat(120)}${'.'.repeat(20)}`;
     expect(toOpName(trailing)).toBe(`${'x'.repeat(120)}${tag(trailing)}`);
-    const emoji = '😀'.repeat(100);
+    const emoji = '😀'.repeat(200);
     const cut = toOpName(emoji);
-    expect(cut.length).toBeLessThanOrEqual(MAX_OP_NAME_LENGTH);
-    expect(cut).toBe(`${'😀'.repeat(61)}${tag(emoji)}`);
+    expect([...cut]).toHaveLength(MAX_OP_NAME_LENGTH);
+    expect(cut).toBe(`${'😀'.repeat(123)}${tag(emoji)}`);
     expect(cut).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/); // no lone high surrogate
+  });
+
+  it('counts characters (code points), not UTF-16 units, as SPEC §3 and the server do', () => {
+    // 91 characters, 171 UTF-16 units: within the limit.
+    const robots = `model call ${'🤖'.repeat(80)}`;
+    expect(toOpName(robots)).toBe(robots);
+    expect(toOpName('😀'.repeat(128))).toBe('😀'.repeat(128));
+    // Cut to 128 characters: 123 of the name (a lone 'a' and 122 emoji) and the tag.
+    const over = `a${'😀'.repeat(200)}`;
+    expect(toOpName(over)).toBe(`a${'😀'.repeat(122)}${tag(over)}`);
+    // Words are counted the same way: 'x' + 40 x ' 🤖🤖' is 121 characters; one more word does not fit.
+    const words = `x${' 🤖🤖'.repeat(60)}`;
+    expect(toOpName(words)).toBe(`x${' 🤖🤖'.repeat(40)}${tag(words)}`);
   });
 
   it('is what the call gets for a long span name', () => {
@@ -65,6 +78,13 @@ describe('shortenName', () => {
     expect(shortenName('hello/world.txt', 10, '...', false)).toBe('hello...');
     expect(shortenName('verylongword', 8, '...', true)).toBe('veryl...');
     expect(shortenName('hello/world.txt', 20, '...', true)).toBe('hello/world.txt');
+  });
+
+  it('counts display names in characters: 900 of them (1200 UTF-16 units) stay whole', () => {
+    const name = '日本😀'.repeat(300);
+    expect(toDisplayName(name)).toBe(name);
+    const long = '日本😀'.repeat(400);
+    expect(toDisplayName(long)).toBe(`${'日本😀'.repeat(340)}日...`);
   });
 
   it('never exceeds the limit, even with a run of delimiters before the suffix', () => {

@@ -102,7 +102,7 @@ describe('call values nested past the bound', () => {
     expect((await post(server.url, '/calls/stream_query', { project_id: projectId })).status).toBe(200);
   });
 
-  it('rejects an OTLP span whose JSON attribute text parses 1100 deep, keeping the other spans', async () => {
+  it('keeps an OTLP span whose JSON attribute text parses 1100 deep: the text stays text, with a note (SPEC §3)', async () => {
     const projectId = project();
     const [entity, name] = projectId.split('/') as [string, string];
     const deepText = `${'['.repeat(1100)}1${']'.repeat(1100)}`;
@@ -142,11 +142,12 @@ describe('call values nested past the bound', () => {
       headers: { 'content-type': 'application/json', authorization: basicAuth({ username: 'dev', password: 'pw' }) },
       body: JSON.stringify(body),
     });
-    const answer = (await response.json()) as { partialSuccess?: { rejectedSpans?: string | number; errorMessage?: string } };
     expect(response.status).toBe(200);
-    expect(Number(answer.partialSuccess?.rejectedSpans)).toBe(1);
-    expect(answer.partialSuccess?.errorMessage).toContain('nested deeper than 500 levels');
+    expect(await response.json()).toEqual({});
     await expectProjectReadable(projectId, '00000000000000d2');
+    const read = await post(server.url, '/call/read', { project_id: projectId, id: '00000000000000d1' });
+    expect(read.body.call.inputs).toEqual({ 'input.value': deepText });
+    expect(read.body.call.attributes._callbridge_mapping_error).toBe('input.value: JSON text nested deeper than 495 levels, kept as text');
   });
 });
 

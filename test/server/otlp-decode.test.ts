@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { toCallParts, type CallParts } from '../../src/mapping/index.js';
 import {
   decodeTraceRequestJson,
@@ -77,6 +77,21 @@ describe('official serializer bodies map like the SDK spans they came from', () 
       // JSON round trip on both sides: what reaches the store is JSON.
       expect(JSON.parse(JSON.stringify(decoded.get(span.spanContext().spanId)))).toEqual(JSON.parse(JSON.stringify(expected)));
     }
+  });
+
+  it.each([
+    ['protobuf', ProtobufTraceSerializer, decodeTraceRequestProtobuf],
+    ['JSON', JsonTraceSerializer, decodeTraceRequestJson],
+  ] as const)('%s: a tracer with an empty version gives the exporter\'s otel_dump.scope (version null)', async (_name, serializer, decode) => {
+    const memory = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(memory)] });
+    provider.getTracer('empty-version', '').startSpan('a').end();
+    const spans = memory.getFinishedSpans().slice();
+    await provider.shutdown();
+    const [decoded] = mapDecoded(decode(serialize(serializer, spans)));
+    const expected = toCallParts(spans[0]!, PROJECT);
+    expect(decoded!.start.otel_dump).toEqual(expected.start.otel_dump);
+    expect(expected.start.otel_dump!.scope).toEqual({ name: 'empty-version', version: null });
   });
 
   it('decodes the rich spans as expected (a spot check that the comparison above compares something)', async () => {
@@ -153,6 +168,36 @@ describe('protobuf values', () => {
 
   it('decodes an empty body as an empty request', () => {
     expect(decodeOne([])).toEqual({ resourceSpans: [] });
+  });
+
+  it('merges a non-repeated message field sent twice, as protobuf requires (resource, scope, status, AnyValue)', () => {
+    const kvlist = (...pairs: number[][]) => lenField(6, pairs.flatMap((pair) => lenField(1, pair)));
+    const array = (...values: number[][]) => lenField(5, values.flatMap((value) => lenField(1, value)));
+    const span = [
+      ...spanMessage({
+        traceId: TRACE,
+        spanId: SPAN,
+        attributes: [
+          // One KeyValue whose value arrives twice: kvlists merge, arrays concatenate.
+          [...lenField(1, 'kv'), ...lenField(2, kvlist(keyValue('a', stringValue('1')), keyValue('b', stringValue('old')))), ...lenField(2, kvlist(keyValue('b', stringValue('new'))))],
+          [...lenField(1, 'list'), ...lenField(2, array(stringValue('x'))), ...lenField(2, array(stringValue('y')))],
+          // A different oneof case replaces.
+          [...lenField(1, 'replaced'), ...lenField(2, array(stringValue('x'))), ...lenField(2, stringValue('text'))],
+        ],
+      }),
+      ...lenField(15, varintField(3, 2)),
+      ...lenField(15, lenField(2, 'second status message')),
+    ];
+    const firstResource = [...lenField(1, keyValue('wandb.entity', stringValue('acme'))), ...varintField(2, 3)];
+    const secondResource = lenField(1, keyValue('wandb.project', stringValue('merged')));
+    const scopeSpans = [...lenField(1, [...lenField(1, 'scope-name'), ...lenField(2, '1.0')]), ...lenField(1, lenField(2, '2.0')), ...lenField(2, span)];
+    const body = lenField(1, [...lenField(1, firstResource), ...lenField(2, scopeSpans), ...lenField(1, secondResource)]);
+    const [resourceSpans] = decodeOne(body).resourceSpans;
+    expect(resourceSpans!.resource).toEqual({ attributes: { 'wandb.entity': 'acme', 'wandb.project': 'merged' }, droppedAttributesCount: 3 });
+    expect(resourceSpans!.scopeSpans[0]!.scope).toEqual({ name: 'scope-name', version: '2.0' });
+    const decoded = resourceSpans!.scopeSpans[0]!.spans[0]!;
+    expect(decoded.status).toEqual({ code: 2, message: 'second status message' });
+    expect(decoded.attributes).toEqual({ kv: { a: '1', b: 'new' }, list: ['x', 'y'], replaced: 'text' });
   });
 });
 

@@ -158,6 +158,50 @@ describe('the same call whichever way it travels', () => {
   });
 });
 
+describe('the same call whichever way it travels, for spans at the edges of the mapping', () => {
+  it('deep JSON text, astral names, an empty scope version: equal calls, none lost', async () => {
+    const direct = project();
+    const viaOtlp = project();
+    // The mapping of this tree (src), not the built worker's.
+    const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, deliveryThread: 'main', ...DEV });
+    const otlp = new OTLPTraceExporter({ url: server.url + PATH, headers: { Authorization: basicAuth(DEV), project_id: viaOtlp } });
+    const memory = new InMemorySpanExporter();
+    const provider = providerWith([new SimpleSpanProcessor(callbridge), new SimpleSpanProcessor(otlp), new SimpleSpanProcessor(memory)]);
+    const tracer = provider.getTracer('edge-scope', '');
+    const deep = `${'['.repeat(600)}${']'.repeat(600)}`;
+    tracer.startSpan('deep', { attributes: { 'input.value': deep, other: 'x' } }).end();
+    tracer.startSpan(`model call ${'🤖'.repeat(80)}`, { attributes: { 'wandb.display_name': '日本😀'.repeat(300) } }).end();
+    await provider.forceFlush();
+    const ids = memory.getFinishedSpans().map((span) => span.spanContext().spanId);
+    await provider.shutdown();
+    expect(ids).toHaveLength(2);
+
+    const db = openSqlite(server.dbPath, { readonly: true });
+    try {
+      const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
+      for (const id of ids) {
+        const [fromExporter, fromOtlp] = [await readCall(direct, id), await readCall(viaOtlp, id)];
+        expect(fromExporter).not.toBeNull();
+        for (const call of [fromExporter, fromOtlp]) {
+          delete call.project_id;
+          delete call.wb_user_id;
+        }
+        expect(fromOtlp).toEqual(fromExporter);
+        const stored = [direct, viaOtlp].map((projectId) => JSON.parse((dump.get(projectId, id) as { otel_dump: string }).otel_dump));
+        expect(stored[1]).toEqual(stored[0]);
+        expect(stored[0].scope).toEqual({ name: 'edge-scope', version: null });
+      }
+      const [deepCall, namedCall] = await Promise.all(ids.map((id) => readCall(direct, id)));
+      expect(deepCall.inputs).toEqual({ 'input.value': deep });
+      expect(deepCall.attributes._callbridge_mapping_error).toMatch(/^input\.value: JSON text nested deeper than 495 levels/);
+      expect(namedCall.op_name).toBe(`model call ${'🤖'.repeat(80)}`);
+      expect(namedCall.display_name).toBe('日本😀'.repeat(300));
+    } finally {
+      db.close();
+    }
+  });
+});
+
 describe('project', () => {
   const resourceProject = (entity: string, name: string) => [
     keyValue('wandb.entity', stringValue(entity)),
@@ -171,6 +215,15 @@ describe('project', () => {
     expect(response.status, response.text).toBe(200);
     expect(await readCall('acme/from-resource', '00000000000000a1')).toMatchObject({ op_name: 'hand' });
     expect(await readCall(fromHeader, '00000000000000a1')).toBeNull();
+  });
+
+  it('comes from a resource sent in two parts (protobuf merges a message field that appears twice)', async () => {
+    const [entity, projectName] = resourceProject('acme', 'two-part-resource').map((attribute) => lenField(1, attribute));
+    const scopeSpans = [...lenField(1, lenField(1, 'scope')), ...lenField(2, spanMessage({ traceId: TRACE, spanId: '00000000000000a5' }))];
+    const body = Uint8Array.from(lenField(1, [...lenField(1, entity!), ...lenField(1, projectName!), ...lenField(2, scopeSpans)]));
+    const response = await send(body);
+    expect(response.status, response.text).toBe(200);
+    expect(await readCall('acme/two-part-resource', '00000000000000a5')).toMatchObject({ op_name: 'hand' });
   });
 
   it('comes from the project_id header when the resource names none', async () => {
@@ -228,6 +281,51 @@ describe('partial success', () => {
     for (const id of ['00000000000000b2', '00000000000000b3', '00000000000000b4']) expect(await readCall(projectId, id)).toBeNull();
   });
 
+  it('takes an all-zero parent_span_id (OTel\'s "no id") as a root, in protobuf and JSON', async () => {
+    const projectId = project();
+    const zeros = '0'.repeat(16);
+    const protobuf = await send(
+      requestMessage([
+        spanMessage({ traceId: TRACE, spanId: '00000000000000e1', parentSpanId: zeros, name: 'root-pb' }),
+        spanMessage({ traceId: TRACE, spanId: '00000000000000e2', parentSpanId: '00000000000000e1', name: 'child' }),
+      ]),
+      { projectId },
+    );
+    expect(protobuf.status).toBe(200);
+    expect(protobuf.bytes).toHaveLength(0);
+    const json = await send(
+      JSON.stringify({
+        resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: TRACE, spanId: '00000000000000e3', parentSpanId: zeros, name: 'root-json' }] }] }],
+      }),
+      { contentType: 'application/json', projectId },
+    );
+    expect(json.status).toBe(200);
+    expect(json.json).toEqual({});
+    const roots = await post(server.url, '/calls/stream_query', { project_id: projectId, filter: { trace_roots_only: true } });
+    expect(roots.status, roots.text).toBe(200);
+    const rootNames = roots.text.trim().split('\n').map((line) => JSON.parse(line).op_name as string);
+    expect(rootNames.sort()).toEqual(['root-json', 'root-pb']);
+    expect(await readCall(projectId, '00000000000000e2')).toMatchObject({ parent_id: '00000000000000e1' });
+    const db = openSqlite(server.dbPath, { readonly: true });
+    try {
+      const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?').get(projectId, '00000000000000e1') as { otel_dump: string };
+      expect(JSON.parse(dump.otel_dump).parent_id).toBeNull();
+    } finally {
+      db.close();
+    }
+    // Still rejected: an all-zero span id or trace id, and a zero parent of the wrong length.
+    const bad = await send(
+      requestMessage([
+        spanMessage({ traceId: TRACE, spanId: zeros, name: 'zero-span' }),
+        spanMessage({ traceId: TRACE, spanId: '00000000000000e4', parentSpanId: '00000000', name: 'short-zero-parent' }),
+      ]),
+      { projectId },
+    );
+    const decoded = ProtobufTraceSerializer.deserializeResponse(bad.bytes) as { partialSuccess: { rejectedSpans: number; errorMessage: string } };
+    expect(decoded.partialSuccess.rejectedSpans).toBe(2);
+    expect(decoded.partialSuccess.errorMessage).toMatch(/span_id is all zeros.*parent_span_id must be 8 bytes/);
+  });
+
   it('JSON: answers partialSuccess in OTLP/JSON and lists at most 20 reasons', async () => {
     const projectId = project();
     const spans = Array.from({ length: 25 }, (_, index) => ({ traceId: TRACE, spanId: 'zz', name: `bad${index}` }));
@@ -262,6 +360,33 @@ describe('hostile and wrong requests', () => {
     const gzip = await send(Uint8Array.from([0x1f, 0x8b, 1, 2, 3]), { encoding: 'gzip', projectId: project() });
     expect(gzip.status).toBe(400);
     expect(gzip.json.reason).toBe('Malformed gzip body');
+  });
+
+  it('reads JSON bodies as every route does: 400 for invalid UTF-8 (gzipped or not), a byte order mark dropped', async () => {
+    const projectId = project();
+    const body = (spanId: string, name: string) =>
+      JSON.stringify({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: TRACE, spanId, name }] }] }] });
+    const [before, after] = body('00000000000000f1', '\u0000').split('\\u0000') as [string, string];
+    const invalid = Buffer.concat([Buffer.from(before), Buffer.from([0x6e, 0xff, 0x6d]), Buffer.from(after)]);
+    for (const [bytes, encoding] of [[invalid, undefined], [gzipSync(invalid), 'gzip']] as const) {
+      const response = await send(bytes, { contentType: 'application/json', projectId, ...(encoding ? { encoding } : {}) });
+      expect(response.status).toBe(400);
+      expect(response.json.reason).toMatch(/not valid UTF-8/);
+    }
+    expect(await readCall(projectId, '00000000000000f1')).toBeNull();
+    // The other routes say the same of the same bytes.
+    const elsewhere = await fetch(`${server.url}/call/read`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: basicAuth(DEV) },
+      body: invalid,
+    });
+    expect(elsewhere.status).toBe(400);
+    expect(((await elsewhere.json()) as { reason: string }).reason).toMatch(/not valid UTF-8/);
+
+    const withMark = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body('00000000000000f2', 'marked'))]);
+    const marked = await send(withMark, { contentType: 'application/json', projectId });
+    expect(marked.status, marked.text).toBe(200);
+    expect(await readCall(projectId, '00000000000000f2')).toMatchObject({ op_name: 'marked' });
   });
 
   it('answers 413 for a gzip bomb and for a body over the limit', async () => {

@@ -14,7 +14,9 @@
  *   decoder cannot know which spans it belongs to. A well-formed span that cannot be a call (trace
  *   id not 16 bytes or all zeros, span id not 8 bytes or all zeros, parent id set but not 8 bytes)
  *   is left out and counted in `partial_success`, whose message lists the first 20 reasons, as the
- *   hosted service does; the other spans are written, in one transaction.
+ *   hosted service does; the other spans are written, in one transaction. A parent id of 8 zero
+ *   bytes (OTel's invalid span id, which some exporters send for "no parent") makes a root span
+ *   (`parent_id` null), as in the hosted service, rather than a rejected one.
  * - The answer is an `ExportTraceServiceResponse` in the request's encoding; its JSON form writes
  *   `rejectedSpans` as decimal text (the protobuf JSON mapping of int64). Errors (4xx) keep the
  *   server's `{"reason"}` JSON bodies, which OTLP clients read by status code only.

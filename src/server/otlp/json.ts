@@ -8,6 +8,7 @@
  * where text belongs) is a {@link MalformedOtlpError} naming the path of the offending value.
  */
 import { setOwn } from '../../mapping/json-values.js';
+import { isUtf8Body, NOT_UTF8_REASON, utf8BodyText } from '../json-body-text.js';
 import {
   MAX_ANY_VALUE_DEPTH,
   MalformedOtlpError,
@@ -50,17 +51,19 @@ const UNSIGNED_INTEGER_TEXT = /^\d{1,20}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
- * Decodes an OTLP/JSON `ExportTraceServiceRequest` from UTF-8 text. Throws
- * {@link MalformedOtlpError} for text that is not JSON or not that message.
+ * Decodes an OTLP/JSON `ExportTraceServiceRequest` from UTF-8 text, read as every JSON body is
+ * (`../json-body-text.ts`: invalid UTF-8 refused, a byte order mark dropped). Throws
+ * {@link MalformedOtlpError} for bytes that are not UTF-8, text that is not JSON or not that message.
  *
  * @example
  * const request = decodeTraceRequestJson(Buffer.from('{"resourceSpans":[]}'));
  * request.resourceSpans.length; // 0
  */
 export function decodeTraceRequestJson(body: Uint8Array): OtlpTraceRequest {
+  if (!isUtf8Body(body)) throw new MalformedOtlpError(NOT_UTF8_REASON);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+    parsed = JSON.parse(utf8BodyText(body));
   } catch {
     throw new MalformedOtlpError('body is not valid JSON');
   }

@@ -8,7 +8,11 @@
  * varint, a length past the end, a known field with the wrong wire type or `AnyValue`s nested
  * deeper than {@link MAX_ANY_VALUE_DEPTH} is a {@link MalformedOtlpError} (the route's 400), never
  * an exception from outside this file, a read out of bounds or a loop that does not advance.
- * Unknown fields are skipped by wire type, as protobuf requires.
+ * Unknown fields are skipped by wire type, and a non-repeated message field that appears more than
+ * once (two `resource`s in one `ResourceSpans`, two `status`es, an `AnyValue`'s `kvlist_value`) is
+ * merged, as protobuf's encoding rules require: each decoder below takes what the earlier
+ * occurrences decoded to and reads the next one into it (repeated fields concatenate, scalars:
+ * the last wins).
  */
 import { setOwn } from '../../mapping/json-values.js';
 import {
@@ -210,7 +214,7 @@ function decodeResourceSpans(reader: Reader, end: number): OtlpResourceSpans {
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'ResourceSpans', 'resource', reader);
-      resource = decodeResource(reader, reader.lengthEnd(end));
+      resource = decodeResource(reader, reader.lengthEnd(end), resource);
     } else if (tag.field === 2) {
       expectWireType(tag, LEN, 'ResourceSpans', 'scope_spans', reader);
       scopeSpans.push(decodeScopeSpans(reader, reader.lengthEnd(end)));
@@ -219,9 +223,10 @@ function decodeResourceSpans(reader: Reader, end: number): OtlpResourceSpans {
   return { resource, scopeSpans };
 }
 
-function decodeResource(reader: Reader, end: number): OtlpResource {
-  const attributes: OtlpAttributes = {};
-  let droppedAttributesCount = 0;
+/** A `Resource`, merged into `earlier` (its attributes object is reused). */
+function decodeResource(reader: Reader, end: number, earlier: OtlpResource): OtlpResource {
+  const { attributes } = earlier;
+  let { droppedAttributesCount } = earlier;
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'Resource', 'attributes', reader);
@@ -240,7 +245,7 @@ function decodeScopeSpans(reader: Reader, end: number): OtlpScopeSpans {
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'ScopeSpans', 'scope', reader);
-      scope = decodeScope(reader, reader.lengthEnd(end));
+      scope = decodeScope(reader, reader.lengthEnd(end), scope);
     } else if (tag.field === 2) {
       expectWireType(tag, LEN, 'ScopeSpans', 'spans', reader);
       spans.push(decodeSpan(reader, reader.lengthEnd(end)));
@@ -249,9 +254,9 @@ function decodeScopeSpans(reader: Reader, end: number): OtlpScopeSpans {
   return { scope, spans };
 }
 
-function decodeScope(reader: Reader, end: number): OtlpScope {
-  let name = '';
-  let version = '';
+/** An `InstrumentationScope`, merged into `earlier`. */
+function decodeScope(reader: Reader, end: number, earlier: OtlpScope): OtlpScope {
+  let { name, version } = earlier;
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'InstrumentationScope', 'name', reader);
@@ -325,7 +330,7 @@ function decodeSpan(reader: Reader, end: number): OtlpSpan {
         return;
       case 15:
         expectWireType(tag, LEN, 'Span', 'status', reader);
-        status = decodeStatus(reader, reader.lengthEnd(end));
+        status = decodeStatus(reader, reader.lengthEnd(end), status);
         return;
       default:
         // 10, 12, 14 (dropped counts), 16 (flags) and fields newer than this decoder.
@@ -398,9 +403,9 @@ function decodeLink(reader: Reader, end: number): OtlpLink {
   return { traceId, spanId, traceState, attributes, droppedAttributesCount };
 }
 
-function decodeStatus(reader: Reader, end: number): OtlpStatus {
-  let code = 0;
-  let message = '';
+/** A `Status`, merged into `earlier`. */
+function decodeStatus(reader: Reader, end: number, earlier: OtlpStatus): OtlpStatus {
+  let { code, message } = earlier;
   readFields(reader, end, (tag) => {
     if (tag.field === 2) {
       expectWireType(tag, LEN, 'Status', 'message', reader);
@@ -423,7 +428,7 @@ function decodeKeyValue(reader: Reader, end: number, target: OtlpAttributes, dep
       key = reader.string(end);
     } else if (tag.field === 2) {
       expectWireType(tag, LEN, 'KeyValue', 'value', reader);
-      value = decodeAnyValue(reader, reader.lengthEnd(end), depth + 1);
+      value = decodeAnyValue(reader, reader.lengthEnd(end), depth + 1, value);
     } else reader.skip(tag.wireType, end);
   });
   setOwn(target, key, value);
@@ -431,12 +436,13 @@ function decodeKeyValue(reader: Reader, end: number, target: OtlpAttributes, dep
 
 /**
  * One `AnyValue` as JavaScript: string, boolean, number, bigint (an int64 beyond ±2^53),
- * Uint8Array, array, plain object (kvlist), or null when no value is set. The oneof's last field
- * wins, as protobuf merges it.
+ * Uint8Array, array, plain object (kvlist), or null when no value is set. Merged into `earlier`
+ * (an earlier occurrence of the same `KeyValue.value`) as protobuf merges a oneof: the last field
+ * wins, except that an `array_value` or `kvlist_value` that follows one of its kind extends it.
  */
-function decodeAnyValue(reader: Reader, end: number, depth: number): unknown {
+function decodeAnyValue(reader: Reader, end: number, depth: number, earlier: unknown): unknown {
   if (depth > MAX_ANY_VALUE_DEPTH) throw reader.malformed(`AnyValue nested deeper than ${MAX_ANY_VALUE_DEPTH} levels`);
-  let value: unknown = null;
+  let value = earlier;
   readFields(reader, end, (tag) => {
     switch (tag.field) {
       case 1:
@@ -459,11 +465,11 @@ function decodeAnyValue(reader: Reader, end: number, depth: number): unknown {
         return;
       case 5:
         expectWireType(tag, LEN, 'AnyValue', 'array_value', reader);
-        value = decodeArrayValue(reader, reader.lengthEnd(end), depth);
+        value = decodeArrayValue(reader, reader.lengthEnd(end), depth, Array.isArray(value) ? value : []);
         return;
       case 6:
         expectWireType(tag, LEN, 'AnyValue', 'kvlist_value', reader);
-        value = decodeKeyValueList(reader, reader.lengthEnd(end), depth);
+        value = decodeKeyValueList(reader, reader.lengthEnd(end), depth, isKeyValueList(value) ? value : {});
         return;
       case 7:
         expectWireType(tag, LEN, 'AnyValue', 'bytes_value', reader);
@@ -476,19 +482,19 @@ function decodeAnyValue(reader: Reader, end: number, depth: number): unknown {
   return value;
 }
 
-function decodeArrayValue(reader: Reader, end: number, depth: number): unknown[] {
-  const values: unknown[] = [];
+/** An `ArrayValue`'s values, appended to `values`. */
+function decodeArrayValue(reader: Reader, end: number, depth: number, values: unknown[]): unknown[] {
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'ArrayValue', 'values', reader);
-      values.push(decodeAnyValue(reader, reader.lengthEnd(end), depth + 1));
+      values.push(decodeAnyValue(reader, reader.lengthEnd(end), depth + 1, null));
     } else reader.skip(tag.wireType, end);
   });
   return values;
 }
 
-function decodeKeyValueList(reader: Reader, end: number, depth: number): OtlpAttributes {
-  const values: OtlpAttributes = {};
+/** A `KeyValueList`'s members, added to `values`. */
+function decodeKeyValueList(reader: Reader, end: number, depth: number, values: OtlpAttributes): OtlpAttributes {
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'KeyValueList', 'values', reader);
@@ -496,6 +502,11 @@ function decodeKeyValueList(reader: Reader, end: number, depth: number): OtlpAtt
     } else reader.skip(tag.wireType, end);
   });
   return values;
+}
+
+/** Whether a decoded `AnyValue` came from a `kvlist_value`: the only plain objects it decodes to. */
+function isKeyValueList(value: unknown): value is OtlpAttributes {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
 }
 
 /** A two's-complement int64 from its 32-bit words: a number when exact, else a bigint. */

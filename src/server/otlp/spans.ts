@@ -15,6 +15,8 @@ import type { OtlpLink, OtlpResource, OtlpScope, OtlpSpan } from './types.js';
 const TRACE_ID = /^[0-9a-f]{32}$/;
 const SPAN_ID = /^[0-9a-f]{16}$/;
 const ALL_ZEROS = /^0+$/;
+/** OTel's invalid span id (`INVALID_SPANID`): 8 zero bytes. */
+const INVALID_SPAN_ID = '0000000000000000';
 
 /** A converted span, or why it could not be. */
 export type SpanConversion = { readonly ok: true; readonly span: SpanInput } | { readonly ok: false; readonly reason: string };
@@ -24,7 +26,10 @@ export type SpanConversion = { readonly ok: true; readonly span: SpanInput } | {
  * caches its unflattened form per object).
  *
  * Ids follow opentelemetry-proto: a trace id is 16 bytes and a span id 8 bytes, and an id of any
- * other length or of all zeros is invalid; `parent_span_id` is empty for a root span.
+ * other length or of all zeros is invalid. A root span has no parent: `parent_span_id` empty, or
+ * 8 zero bytes, OTel's invalid span id, which some exporters write for "none" (old .NET and C++
+ * SDKs, OpenCensus bridges). Rejecting it would lose the trace's root; the hosted service reads it
+ * as no parent too (wandb/weave#7126).
  *
  * @example
  * const result = toSpanInput(decodedSpan, resource, scope);
@@ -34,7 +39,7 @@ export function toSpanInput(span: OtlpSpan, resource: SpanInput['resource'], sco
   const problem =
     idProblem(span.traceId, TRACE_ID, 'trace_id', 16) ??
     idProblem(span.spanId, SPAN_ID, 'span_id', 8) ??
-    (span.parentSpanId === '' ? undefined : idProblem(span.parentSpanId, SPAN_ID, 'parent_span_id', 8));
+    (hasParent(span) ? idProblem(span.parentSpanId, SPAN_ID, 'parent_span_id', 8) : undefined);
   if (problem !== undefined) return { ok: false, reason: problem };
   return {
     ok: true,
@@ -43,7 +48,7 @@ export function toSpanInput(span: OtlpSpan, resource: SpanInput['resource'], sco
       traceId: span.traceId,
       spanId: span.spanId,
       traceState: span.traceState,
-      parentSpanId: span.parentSpanId === '' ? undefined : span.parentSpanId,
+      parentSpanId: hasParent(span) ? span.parentSpanId : undefined,
       kind: kindFromOtlp(span.kind),
       startTime: hrTimeFromUnixNanos(span.startTimeUnixNano),
       endTime: hrTimeFromUnixNanos(span.endTimeUnixNano),
@@ -57,8 +62,8 @@ export function toSpanInput(span: OtlpSpan, resource: SpanInput['resource'], sco
       })),
       links: span.links.map(toLinkInput),
       resource,
-      // proto3 cannot tell an empty version from none; the SDK's "no version" is what reaches it.
-      scope: { name: scope.name, version: scope.version === '' ? undefined : scope.version },
+      // proto3 cannot tell an empty version from none: the mapping writes both as null.
+      scope: { name: scope.name, version: scope.version },
     },
   };
 }
@@ -81,6 +86,11 @@ function toLinkInput(link: OtlpLink): SpanLinkInput {
     attributes: link.attributes,
     droppedAttributesCount: link.droppedAttributesCount,
   };
+}
+
+/** False for a root span: no parent id, or the invalid (all-zero) span id. */
+function hasParent(span: OtlpSpan): boolean {
+  return span.parentSpanId !== '' && span.parentSpanId !== INVALID_SPAN_ID;
 }
 
 function idProblem(id: string, shape: RegExp, field: string, bytes: number): string | undefined {
