@@ -222,17 +222,19 @@ type FieldOfColumn<C> = C extends `${infer Field}.${string}` ? Field : C;
 /**
  * What a calls query answers per call for its `columns`: the whole call when none are named (or
  * an empty list), else the named fields and the ones always returned; for columns known only as
- * `string[]`, the fields always returned and maybe the rest.
+ * `string[]`, the fields always returned and maybe the rest. Not distributed over a union: a
+ * `columns` that may be absent (`string[] | undefined`, or the method's own constraint, as in
+ * `ReturnType<CallbridgeClient['callsQuery']>`) gives whole calls.
  *
  * @example
  * type Row = CallWithColumns<readonly ['inputs.question', 'output']>;
  * // Pick<Call, 'id' | 'project_id' | 'op_name' | 'trace_id' | 'started_at' | 'inputs' | 'output'>
  */
-export type CallWithColumns<C extends readonly string[] | null | undefined> = C extends readonly [string, ...string[]]
+export type CallWithColumns<C extends readonly string[] | null | undefined> = [C] extends [readonly [string, ...string[]]]
   ? Pick<Call, AlwaysReturnedCallField | Extract<FieldOfColumn<C[number]>, keyof Call>>
-  : C extends readonly []
+  : [C] extends [readonly []]
     ? Call
-    : C extends readonly string[]
+    : [C] extends [readonly string[]]
       ? Pick<Call, AlwaysReturnedCallField> & Partial<Call>
       : Call;
 

@@ -99,7 +99,12 @@ export interface ObjSchema {
   /** `{}` when read with `metadata_only`. */
   readonly val: unknown;
   readonly wb_user_id: string | null;
-  readonly size_bytes: number;
+  /**
+   * UTF-8 bytes of the stored `val` (SPEC §2.2). The local server always fills it; the hosted
+   * service's schema allows null (`size_bytes: Optional[int]`), so code that reads it there must
+   * expect one.
+   */
+  readonly size_bytes: number | null;
 }
 
 /** Answer of `POST /obj/read`. */

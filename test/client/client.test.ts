@@ -160,6 +160,8 @@ describe('client: calls', () => {
     // No columns, or an empty list: whole calls. Columns known only as strings: maybe any field.
     expectTypeOf((await client.callsQuery({ project_id: project, filter }))[0]!).toEqualTypeOf<Call>();
     expectTypeOf((await client.callsQuery({ project_id: project, filter, columns: [] }))[0]!).toEqualTypeOf<Call>();
+    // The method's type without arguments (the demo types its calls this way) gives whole calls too.
+    expectTypeOf<Awaited<ReturnType<CallbridgeClient['callsQuery']>>[number]>().toEqualTypeOf<Call>();
     const named: string[] = ['output'];
     const [loose] = await client.callsQuery({ project_id: project, filter, columns: named });
     expectTypeOf(loose!.id).toEqualTypeOf<string>();
