@@ -2,7 +2,8 @@
 /**
  * `callbridge serve`: the local server from the command line (SPEC §1). Prints exactly one line,
  * `callbridge listening on http://HOST:PORT`, once requests are accepted; SIGINT/SIGTERM close
- * the server (in-flight requests finish, the database closes) and exit 0. Bad arguments exit 2.
+ * the server (in-flight requests get `CLOSE_GRACE_MS` to finish, the database closes) and exit 0.
+ * Bad arguments exit 2.
  */
 import { startServer } from '../server/index.js';
 import packageJson from '../../package.json' with { type: 'json' };

@@ -7,6 +7,7 @@ import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
 import { checkBeforeBody } from './before-body.js';
+import { createBodyValidatorCompiler } from './body-validation.js';
 import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
@@ -41,6 +42,14 @@ export interface AppOptions {
   readonly logger: boolean;
   /** Most `calls/stream_query` answers being streamed at once (each holds a read connection). */
   readonly maxConcurrentStreams: number;
+  /**
+   * Longest a connection may go without a byte moving (the socket's timeout): a client that stops
+   * reading a `calls/stream_query` answer loses it, which frees its stream slot and the WAL
+   * snapshot its reader holds (store/readers.ts).
+   */
+  readonly idleTimeoutMs: number;
+  /** Longest a request may take to arrive, headers and body (Node's `requestTimeout`). */
+  readonly requestTimeoutMs: number;
 }
 
 const WWW_AUTHENTICATE = 'Basic realm="callbridge"';
@@ -49,17 +58,27 @@ const WWW_AUTHENTICATE = 'Basic realm="callbridge"';
  * Build the server's Fastify instance (not yet listening).
  *
  * @example
- * const app = buildApp({ db, users, completeMode: false, maxBodyBytes: 32 * 1024 * 1024, logger: false, maxConcurrentStreams: 16 });
+ * const app = buildApp({ db, users, completeMode: false, maxBodyBytes: 32 * 1024 * 1024, logger: false, maxConcurrentStreams: 16,
+ *   idleTimeoutMs: 60_000, requestTimeoutMs: 120_000 });
  * await app.listen({ port: 0, host: '127.0.0.1' });
  */
 export function buildApp(options: AppOptions): FastifyInstance {
   const app = Fastify({
     logger: options.logger,
     bodyLimit: options.maxBodyBytes,
-    // The service answers bodies that break a schema with 422, not by silently fixing them:
-    // no type coercion, no stripping of unknown keys (closed objects must reject them), and
-    // every error at once, as pydantic reports them.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: true, allErrors: true } },
+    // Fastify turns Node's own request timeout off, which leaves a client that trickles or stalls
+    // a body (with or without credentials) holding its connection for good; hundreds of them ran
+    // the server out of file descriptors. Fastify's docs ask for these without a proxy in front.
+    requestTimeout: options.requestTimeoutMs,
+    connectionTimeout: options.idleTimeoutMs,
+    http: {
+      // Given to Node's server at creation too: Fastify sets `requestTimeout` on the server
+      // after creating it, which Node 20 does not apply (a trickled body was read for 30 s
+      // against a 1 s timeout; measured). Node looks for requests past their time every
+      // `connectionsCheckingInterval` (30 s by default), which would stretch a short one by as much.
+      requestTimeout: options.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(options.requestTimeoutMs / 4))),
+    },
     // Errors Fastify raises while routing (a URL that does not decode, a path parameter longer
     // than maxParamLength) skip setErrorHandler; without this they get Fastify's own body, which
     // has no `reason` and echoes the whole path back.
@@ -69,6 +88,10 @@ export function buildApp(options: AppOptions): FastifyInstance {
       void (reply as FastifyReply).code(400).type('application/json; charset=utf-8').send({ reason });
     },
   });
+  // The service answers bodies that break a schema with 422, not by silently fixing them (no
+  // coercion, no stripping of unknown keys), listing every error of an ordinary body and the
+  // first of a huge one (body-validation.ts).
+  app.setValidatorCompiler(createBodyValidatorCompiler());
   const authenticate = createAuthenticator(options.users);
 
   // Bodies are JSON only (plus multipart, whose parser the files routes register themselves).
@@ -88,7 +111,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const { status, body } = toErrorResponse(error, request);
     if (status >= 500) request.log.error({ err: error }, 'internal error');
-    if (status === 401) reply.header('WWW-Authenticate', WWW_AUTHENTICATE);
+    if (status === 401) {
+      reply.header('WWW-Authenticate', WWW_AUTHENTICATE);
+      // The body was never read: closing costs the client a reconnect, reading it would cost the
+      // server a stranger's upload of any length.
+      reply.header('Connection', 'close');
+    }
     if (error instanceof ServiceUnavailableError) reply.header('Retry-After', String(error.retryAfterSeconds));
     void reply.code(status).type('application/json; charset=utf-8').send(body);
   });

@@ -57,6 +57,19 @@ export interface ServerOptions {
    */
   readonly maxConcurrentStreams?: number;
   /**
+   * Longest a connection may go without a byte moving either way; then it is closed. A client
+   * that stops reading a `calls/stream_query` answer loses its stream (and the WAL snapshot it
+   * holds) after this.
+   * @default 60000
+   */
+  readonly idleTimeoutMs?: number;
+  /**
+   * Longest a request may take to arrive, headers and body; slower ones get 408. Without it a
+   * client trickling a body would hold its connection for good.
+   * @default 120000
+   */
+  readonly requestTimeoutMs?: number;
+  /**
    * The SQLite driver: `'better-sqlite3'` (what the SPEC figures are measured with) or Node's own
    * `'node:sqlite'` (Node >= 22.16; better-sqlite3 12 aborts Node 24 processes).
    * @default env `CALLBRIDGE_SQLITE_DRIVER`, else better-sqlite3 on Node < 24 (node:sqlite where it
@@ -68,7 +81,10 @@ export interface ServerOptions {
 export interface RunningServer {
   /** `http://<host>:<port>` with the port actually bound. */
   readonly url: string;
-  /** Stop accepting, finish in-flight requests, close the database. Idempotent. */
+  /**
+   * Stop accepting, let in-flight requests finish (for up to CLOSE_GRACE_MS, after which their
+   * connections are closed), close the database. Idempotent.
+   */
   close(): Promise<void>;
 }
 
@@ -76,6 +92,12 @@ export const DEFAULT_PORT = 6345;
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_DB_PATH = 'callbridge.db';
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+/** See `ServerOptions.idleTimeoutMs`. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+/** See `ServerOptions.requestTimeoutMs`: 32 MiB at 2 Mbit/s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+/** Longest delay a Node timer takes. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How often the planner statistics are refreshed while the server runs. */
 const OPTIMIZE_INTERVAL_MS = 60 * 60 * 1000;
@@ -97,12 +119,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidOptionError('port', 'an integer from 0 to 65535', port);
   const host = nonEmptyText('host', options.host, DEFAULT_HOST);
   const dbPath = nonEmptyText('dbPath', options.dbPath, DEFAULT_DB_PATH);
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new InvalidOptionError('maxBodyBytes', 'a positive integer', maxBodyBytes);
-  const maxConcurrentStreams = options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS;
-  if (!Number.isInteger(maxConcurrentStreams) || maxConcurrentStreams < 1) {
-    throw new InvalidOptionError('maxConcurrentStreams', 'a positive integer', maxConcurrentStreams);
-  }
+  const maxBodyBytes = positiveInteger('maxBodyBytes', options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES);
+  const maxConcurrentStreams = positiveInteger('maxConcurrentStreams', options.maxConcurrentStreams, DEFAULT_MAX_CONCURRENT_STREAMS);
+  const idleTimeoutMs = timeoutMs('idleTimeoutMs', options.idleTimeoutMs, DEFAULT_IDLE_TIMEOUT_MS);
+  const requestTimeoutMs = timeoutMs('requestTimeoutMs', options.requestTimeoutMs, DEFAULT_REQUEST_TIMEOUT_MS);
   const completeMode = optionalBoolean('completeMode', options.completeMode);
   const logger = optionalBoolean('logger', options.logger);
   validateUsers(options.users);
@@ -119,6 +139,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     maxBodyBytes,
     logger,
     maxConcurrentStreams,
+    idleTimeoutMs,
+    requestTimeoutMs,
   });
   try {
     await app.listen({ port, host });
@@ -144,7 +166,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     url: `http://${urlHost}:${boundPort}`,
     close() {
       clearInterval(optimizer);
-      closing ??= app.close().finally(async () => {
+      closing ??= closeWithin(app, CLOSE_GRACE_MS).finally(async () => {
         // The worker's connection first, so the closing checkpoint has the WAL to itself.
         await stopCheckpoints();
         // After the last request: SQLite calls are synchronous, so none is mid-flight.
@@ -158,16 +180,48 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   };
 }
 
+/**
+ * How long `close()` lets requests in flight finish before it closes their connections: a client
+ * that trickles a body or stops reading a stream would otherwise keep the server from closing
+ * (and `callbridge serve` from exiting on SIGTERM) for as long as it likes.
+ */
+export const CLOSE_GRACE_MS = 5000;
+
+/** `app.close()`, with the connections still open after `graceMs` closed. */
+async function closeWithin(app: ReturnType<typeof buildApp>, graceMs: number): Promise<void> {
+  const deadline = setTimeout(() => app.server.closeAllConnections(), graceMs);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
 /** Every option of `startServer`, once (the compiler checks the list against `ServerOptions`). */
 const SERVER_OPTION_KEYS = Object.keys({
   port: true, host: true, dbPath: true, users: true, completeMode: true, maxBodyBytes: true, logger: true,
-  maxConcurrentStreams: true, sqliteDriver: true,
+  maxConcurrentStreams: true, sqliteDriver: true, idleTimeoutMs: true, requestTimeoutMs: true,
 } satisfies Record<keyof ServerOptions, true>);
 
 function nonEmptyText(name: string, value: unknown, fallback: string): string {
   if (value === undefined) return fallback;
   if (typeof value !== 'string' || value === '') throw new InvalidOptionError(name, 'a non-empty string', value);
   return value;
+}
+
+function positiveInteger(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || (value as number) < 1) throw new InvalidOptionError(name, 'a positive integer', value);
+  return value as number;
+}
+
+/** A timeout in milliseconds: at most what a Node timer takes. */
+function timeoutMs(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > MAX_TIMER_MS) {
+    throw new InvalidOptionError(name, `an integer from 1 to ${MAX_TIMER_MS}`, value);
+  }
+  return value as number;
 }
 
 function optionalBoolean(name: string, value: unknown): boolean {

@@ -5,11 +5,14 @@
  * `call_ref`, the `calls/complete` path), error bodies without internals, and a server that listens
  * on 127.0.0.1 unless told otherwise.
  */
+import { mkdtemp } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { networkInterfaces } from 'node:os';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
-import { startServer } from '../../src/server/index.js';
+import { CLOSE_GRACE_MS, startServer } from '../../src/server/index.js';
 import { openDatabase } from '../../src/server/store/db.js';
 import { basicAuth, startTestServer, type TestServer } from '../helpers/server.js';
 import { databaseDigest, expectCleanErrorBody, postScanned } from './support.js';
@@ -72,7 +75,8 @@ afterAll(async () => server.close());
 /** Every route of the app, read from Fastify's own table (not a list kept by hand). */
 async function appRoutes(): Promise<Array<{ method: string; path: string }>> {
   const db = openDatabase(':memory:');
-  const app = buildApp({ db, users: [], completeMode: false, maxBodyBytes: 1024, logger: false, maxConcurrentStreams: 1 });
+  const app = buildApp({ db, users: [], completeMode: false, maxBodyBytes: 1024, logger: false, maxConcurrentStreams: 1,
+    idleTimeoutMs: 60_000, requestTimeoutMs: 120_000 });
   await app.ready();
   const table = app.printRoutes({ commonPrefix: false });
   await app.close();
@@ -189,13 +193,17 @@ describe("no way into another entity's project", () => {
   it('does not reach foreign records by id from the own project: read, delete, update, object, file', async () => {
     const before = databaseDigest(server.dbPath);
     expect((await postScanned(server.url, '/call/read', { project_id: OWN, id: SECRET_CALL }, alice)).body).toEqual({ call: null });
-    expect((await postScanned(server.url, '/calls/delete', { project_id: OWN, call_ids: [SECRET_CALL] }, alice)).body).toEqual({ num_deleted: 0 });
-    expect((await postScanned(server.url, '/call/update', { project_id: OWN, call_id: SECRET_CALL, display_name: 'pwned' }, alice)).status).toBe(404);
     expect((await postScanned(server.url, '/obj/read', { project_id: OWN, object_id: 'secret-obj', digest: 'latest' }, alice)).status).toBe(404);
     expect((await postScanned(server.url, '/file/content', { project_id: OWN, digest: secretFileDigest }, alice)).status).toBe(404);
-    const filtered = await postScanned(server.url, '/calls/stream_query', { project_id: OWN, filter: { call_ids: [SECRET_CALL], trace_ids: [`${SECRET_CALL}${SECRET_CALL}`] } }, alice);
-    expect(filtered.text).toBe('');
+    const filter = { call_ids: [SECRET_CALL], trace_ids: [`${SECRET_CALL}${SECRET_CALL}`] };
+    expect((await postScanned(server.url, '/calls/stream_query', { project_id: OWN, filter }, alice)).text).toBe('');
     expect(databaseDigest(server.dbPath)).toBe(before);
+    // A delete or a rename of an id the own project has no call for is kept for the own project's
+    // call of that id, should its parts arrive later (SPEC §2.1: any order); the foreign call of
+    // that id is not touched, and nothing of it shows in the own project.
+    expect((await postScanned(server.url, '/calls/delete', { project_id: OWN, call_ids: [SECRET_CALL] }, alice)).body).toEqual({ num_deleted: 0 });
+    expect((await postScanned(server.url, '/call/update', { project_id: OWN, call_id: SECRET_CALL, display_name: 'pwned' }, alice)).body).toEqual({});
+    expect((await postScanned(server.url, '/calls/stream_query', { project_id: OWN, filter }, alice)).text).toBe('');
     const secret = await postScanned(server.url, '/call/read', { project_id: SECRET, id: SECRET_CALL }, dev);
     expect(secret.body.call).toMatchObject({ id: SECRET_CALL, display_name: null, deleted_at: null });
   });
@@ -243,4 +251,116 @@ describe('where the server listens', () => {
       await running.close();
     }
   });
+});
+
+/**
+ * A raw connection that sends `head` (and nothing more, or what `then` sends) and reports how it
+ * ends: the response's first line and whether the server closed the socket within `withinMs`.
+ */
+async function holdConnection(url: string, head: string, withinMs: number): Promise<{ status: string; closedByServer: boolean }> {
+  const { hostname, port } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port) });
+  let received = '';
+  socket.setEncoding('latin1').on('data', (chunk: string) => (received += chunk));
+  socket.on('error', () => {});
+  socket.write(head);
+  const closedByServer = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), withinMs);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+  socket.destroy();
+  return { status: received.split('\r\n', 1)[0] ?? '', closedByServer };
+}
+
+describe('connections a client holds (slow bodies, stalled readers)', () => {
+  it('answers a request without credentials 401 and closes the connection, without reading the body it announced', async () => {
+    const held = await holdConnection(server.url, 'POST /call/start HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n{', 2000);
+    expect(held).toEqual({ status: 'HTTP/1.1 401 Unauthorized', closedByServer: true });
+  });
+
+  it('ends a request whose body trickles past requestTimeoutMs (408), and an idle connection after idleTimeoutMs', async () => {
+    const running = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }], requestTimeoutMs: 1000, idleTimeoutMs: 600 });
+    try {
+      const head = `POST /call/start HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`;
+      const { hostname, port } = new URL(running.url);
+      const trickler = connect({ host: hostname, port: Number(port) });
+      trickler.on('error', () => {});
+      let received = '';
+      trickler.setEncoding('latin1').on('data', (chunk: string) => (received += chunk));
+      trickler.write(head);
+      // A byte every 300 ms keeps the socket from going idle; the request still takes too long.
+      const drip = setInterval(() => trickler.write(' '), 300);
+      await new Promise<void>((resolve) => trickler.once('close', () => resolve()));
+      clearInterval(drip);
+      expect(received.split('\r\n', 1)[0]).toBe('HTTP/1.1 408 Request Timeout');
+
+      expect(await holdConnection(running.url, '', 5000)).toEqual({ status: '', closedByServer: true });
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('frees the stream slot of a client that stops reading a calls/stream_query answer, after idleTimeoutMs', async () => {
+    const running = await startServer({
+      port: 0,
+      dbPath: join(await mkdtemp(join(tmpdir(), 'callbridge-stall-')), 'stall.db'),
+      users: [{ ...dev, entities: ['*'] }],
+      maxConcurrentStreams: 1,
+      idleTimeoutMs: 1000,
+    });
+    try {
+      // Enough rows (~40 MB of answer) that the stream stalls in the socket's buffers.
+      const inputs = { text: 'x'.repeat(20_000) };
+      for (let round = 0; round < 20; round++) {
+        const batch = Array.from({ length: 100 }, (_, index) => {
+          const id = (round * 100 + index + 1).toString(16).padStart(16, '0');
+          return { mode: 'start', req: { start: { ...startOf(OWN, id), inputs } } };
+        });
+        const written = await fetch(`${running.url}/call/upsert_batch`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: basicAuth(dev) },
+          body: JSON.stringify({ batch }),
+        });
+        expect(written.status).toBe(200);
+      }
+      // A client that sends its query and never reads a byte of the answer.
+      const body = JSON.stringify({ project_id: OWN });
+      const { hostname, port } = new URL(running.url);
+      const stalled = connect({ host: hostname, port: Number(port) });
+      stalled.on('error', () => {});
+      stalled.pause();
+      stalled.write(
+        `POST /calls/stream_query HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
+      const query = () =>
+        fetch(`${running.url}/calls/stream_query`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: basicAuth(dev) },
+          body: JSON.stringify({ project_id: OWN, limit: 1 }),
+        }).then(async (response) => {
+          await response.arrayBuffer();
+          return response.status;
+        });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await query()).toBe(503);
+      // Once the stalled connection has been idle for idleTimeoutMs it is closed, and its slot freed.
+      await vi.waitFor(async () => expect(await query()).toBe(200), { timeout: 10_000, interval: 250 });
+      stalled.destroy();
+    } finally {
+      await running.close();
+    }
+  }, 30_000);
+
+  it('closes the connections still open CLOSE_GRACE_MS after close(), so a stalled client cannot keep the server open', async () => {
+    const running = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }] });
+    const head = `POST /call/start HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`;
+    const held = holdConnection(running.url, head, CLOSE_GRACE_MS + 5000);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closed = running.close().then(() => 'closed');
+    expect(await held).toEqual({ status: '', closedByServer: true });
+    expect(await closed).toBe('closed');
+  }, 20_000);
 });

@@ -3,7 +3,9 @@
  * allows listed in one message, and no entry from the `null` branch of an optional field.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { post, startTestServer, type TestServer } from '../helpers/server.js';
+import { gzipSync } from 'node:zlib';
+import { MAX_NODES_FOR_EVERY_ERROR } from '../../src/server/body-validation.js';
+import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -68,5 +70,38 @@ describe('422 messages', () => {
     const response = await post(server.url, '/calls/stream_query', { project_id: 'acme/v', limit: 'ten' });
     expect(response.status).toBe(422);
     expect(response.body.detail).toEqual([{ type: 'int_type', loc: ['body', 'limit'], msg: 'Input should be a valid integer', input: 'ten' }]);
+  });
+});
+
+// Ajv's allErrors builds an error object per failing value: a 31 MiB list of wrong items (31 KB
+// gzipped) once took the server past 4 GB and aborted it. Every error is listed only for bodies of
+// at most MAX_NODES_FOR_EVERY_ERROR values.
+describe('422 for huge invalid bodies', () => {
+  it('lists every error of an ordinary body, and only the first of a huge one, gzipped or not', async () => {
+    const few = { project_id: 'acme/v', filter: { call_ids: [1, 'ok', 2] } };
+    const listed = await post(server.url, '/calls/stream_query', few);
+    expect(listed.status).toBe(422);
+    expect(listed.body.detail.map((issue: { loc: unknown[] }) => issue.loc)).toEqual([
+      ['body', 'filter', 'call_ids', 0],
+      ['body', 'filter', 'call_ids', 2],
+    ]);
+
+    const items = MAX_NODES_FOR_EVERY_ERROR * 50; // a million wrong items
+    const huge = `{"project_id":"acme/v","filter":{"call_ids":[${'1,'.repeat(items - 1)}1]}}`;
+    const zipped = gzipSync(huge);
+    expect(zipped.length).toBeLessThan(32 * 1024);
+    for (const [body, headers] of [
+      [huge, {}],
+      [zipped, { 'content-encoding': 'gzip' }],
+    ] as const) {
+      const response = await fetch(`${server.url}/calls/stream_query`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: basicAuth(server), ...headers },
+        body,
+      });
+      expect(response.status).toBe(422);
+      const { detail } = (await response.json()) as { detail: Array<{ loc: unknown[] }> };
+      expect(detail.map((issue) => issue.loc)).toEqual([['body', 'filter', 'call_ids', 0]]);
+    }
   });
 });
