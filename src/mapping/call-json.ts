@@ -37,6 +37,8 @@ const END_ITEM_OPEN = encodeConstant('{"mode":"end","req":{"end":');
 const ITEM_CLOSE = encodeConstant('}}');
 const OBJECT_OPEN = 0x7b;
 const OBJECT_CLOSE = 0x7d;
+const LIST_OPEN = 0x5b;
+const LIST_CLOSE = 0x5d;
 const EMPTY_LIST = encodeConstant('[]');
 
 /** Pre-encoded pieces of the fast path, in the order the items carry them. */
@@ -156,7 +158,7 @@ function tryFastPath(
         input,
         projectId,
         tree,
-        content: extractCallContent(tree.tree, projectId),
+        content: extractCallContent(tree.tree, projectId, tree.madeFromIndexedObjects),
         startedAt: hrTimeToIso(input.startTime),
         endedAt: hrTimeToIso(input.endTime),
         opName: toOpName(input.name),
@@ -330,6 +332,8 @@ function writeOptionalMember(piece: Uint8Array, value: string | number | undefin
  */
 class TreeWriter {
   readonly tree: AttributeTree;
+  /** The lists and objects the content holds in place of indexed objects (`extractCallContent`'s `made`). */
+  readonly madeFromIndexedObjects: object[] = [];
   readonly #objects: object[];
   readonly #laidOut: LaidOutAttributes;
   readonly #out: JsonWriter;
@@ -350,19 +354,51 @@ class TreeWriter {
 
   /**
    * A call field made of tree parts (`attributes`, `inputs`, `output`): a tree part itself, or an
-   * object of the mapping's own whose members are tree parts (`{"input.value": <leaf>}`).
+   * object of the mapping's own whose members are tree parts (`{"input.value": <leaf>}`), or lists
+   * made from indexed objects (`{"gen_ai.prompt": [<branch>, <branch>]}`).
    */
   writeContent(value: unknown): void {
-    if (!isOwnObject(value) || this.#objects.includes(value) || this.#laidOut.values.includes(value)) {
+    if (isOwnObject(value) && !this.#objects.includes(value) && !this.#laidOut.values.includes(value)) {
+      this.#writeMembers(value);
+    } else {
       this.#writeContentPart(value);
-      return;
     }
+  }
+
+  /**
+   * A value the content holds: a branch, a leaf value, a list or object made from indexed objects
+   * (`indexed-lists.ts`), or a value of the mapping's own.
+   */
+  #writeContentPart(value: unknown): void {
+    const isObject = typeof value === 'object' && value !== null;
+    if (isObject) {
+      const node = this.#objects.indexOf(value);
+      if (node >= 0) {
+        this.#writeNode(node);
+        return;
+      }
+    }
+    const leaf = isRepeatable(value) ? this.#laidOut.values.indexOf(value) : -1;
+    if (leaf >= 0) {
+      this.#writeLeaf(leaf);
+    } else if (isObject && this.madeFromIndexedObjects.includes(value)) {
+      // A list made from `gen_ai.prompt.N.*` holds the tree's message branches: written part by
+      // part, they are noted, and otel_dump.attributes copies their bytes instead of writing them.
+      if (Array.isArray(value)) this.#writeElements(value);
+      else this.#writeMembers(value);
+    } else {
+      this.#out.value(value, this.#written);
+    }
+  }
+
+  /** An object of the mapping's own, member by member as JSON.stringify lists them. */
+  #writeMembers(object: object): void {
     const out = this.#out;
     out.byte(OBJECT_OPEN);
     let first = true;
-    for (const key in value) {
-      if (!Object.hasOwn(value, key)) continue;
-      const member = (value as Record<string, unknown>)[key];
+    for (const key in object) {
+      if (!Object.hasOwn(object, key)) continue;
+      const member = (object as Record<string, unknown>)[key];
       if (member === undefined || typeof member === 'function' || typeof member === 'symbol') continue;
       if (!first) out.comma();
       first = false;
@@ -372,18 +408,15 @@ class TreeWriter {
     out.byte(OBJECT_CLOSE);
   }
 
-  /** A value the content holds: a branch, a leaf value, or a value of the mapping's own. */
-  #writeContentPart(value: unknown): void {
-    if (typeof value === 'object' && value !== null) {
-      const node = this.#objects.indexOf(value);
-      if (node >= 0) {
-        this.#writeNode(node);
-        return;
-      }
+  /** A list of the mapping's own (its elements are JSON values, never skipped). */
+  #writeElements(list: readonly unknown[]): void {
+    const out = this.#out;
+    out.byte(LIST_OPEN);
+    for (let i = 0; i < list.length; i++) {
+      if (i > 0) out.comma();
+      this.#writeContentPart(list[i]);
     }
-    const leaf = isRepeatable(value) ? this.#laidOut.values.indexOf(value) : -1;
-    if (leaf >= 0) this.#writeLeaf(leaf);
-    else this.#out.value(value, this.#written);
+    out.byte(LIST_CLOSE);
   }
 
   #writeNode(index: number): void {

@@ -11,6 +11,7 @@ import {
   USAGE_PATHS,
   WANDB_PATHS,
 } from './keys.js';
+import { convertIndexedObjects } from './indexed-lists.js';
 import { toDisplayName } from './names.js';
 import { setOwn } from './json-values.js';
 import { AttributeReader, isJsonObject, type AttributePath, type AttributeTree } from './unflatten.js';
@@ -33,13 +34,17 @@ export interface CallContent {
 
 /**
  * Reads the call content from unflattened span attributes. `projectId` qualifies `wandb.wb_run_id`.
+ * Every value taken into `inputs`, `output`, `attributes` and `summary.usage` has its indexed
+ * objects turned into lists (`indexed-lists.ts`), as the hosted service has them; `tree` itself is
+ * not changed, and the fallback (`attributes` = the whole tree) keeps it as it is, as there.
+ * `made`, when given, receives the lists and objects made so (the JSON writer tells them by it).
  *
  * @example
  * const tree = unflattenAttributes({ 'input.value': 'hi', 'llm.model_name': 'gpt-4o' });
  * extractCallContent(tree, 'acme/demo').inputs; // { 'input.value': 'hi' }
  */
-export function extractCallContent(tree: AttributeTree, projectId: string): CallContent {
-  const reader = new AttributeReader(tree);
+export function extractCallContent(tree: AttributeTree, projectId: string, made?: object[]): CallContent {
+  const reader = new ContentReader(tree, made);
   const inputs = findInputs(reader);
   const output = findOutput(reader);
   let attributes = findAttributes(reader);
@@ -50,11 +55,14 @@ export function extractCallContent(tree: AttributeTree, projectId: string): Call
     const custom = reader.get(WANDB_PATHS.attributes);
     if (isJsonObject(custom) && isNonEmpty(custom)) {
       attributes ??= {};
-      for (const key of Object.keys(custom)) setOwn(attributes, key, custom[key]);
+      // Member by member: the hosted service converts `wandb.attributes` whole, so one whose own
+      // keys are 0..n-1 becomes a list that its `dict.update` cannot merge; here they stay keys.
+      for (const key of Object.keys(custom)) setOwn(attributes, key, reader.taken(custom[key]));
     }
   } else {
     // Spans of no known convention keep everything they carry (`wandb.attributes` included, still
-    // nested): nothing is hidden from the user. The hosted service does the same.
+    // nested): nothing is hidden from the user. The hosted service does the same, and as it
+    // extracts nothing here it converts nothing: indexed objects stay objects.
     attributes = tree.root;
   }
 
@@ -74,20 +82,38 @@ export function extractCallContent(tree: AttributeTree, projectId: string): Call
   };
 }
 
-function findInputs(reader: AttributeReader): Record<string, unknown> | undefined {
+/** An attribute reader that also hands out values as a call takes them. */
+class ContentReader extends AttributeReader {
+  readonly #made: object[] | undefined;
+
+  constructor(tree: AttributeTree, made: object[] | undefined) {
+    super(tree);
+    this.#made = made;
+  }
+
+  /** `value` as a call field holds it: its indexed objects as lists. */
+  taken(value: unknown): unknown {
+    return convertIndexedObjects(value, this.#made);
+  }
+}
+
+function findInputs(reader: ContentReader): Record<string, unknown> | undefined {
   for (const path of INPUT_PATHS) {
-    const value = reader.get(path);
-    if (!isNonEmpty(value)) continue;
+    const found = reader.get(path);
+    if (!isNonEmpty(found)) continue;
+    // Converted before `input`/`inputs` is unwrapped, as there: an indexed `input` stays keyed.
+    const value = reader.taken(found);
     if (BARE_INPUT_KEYS.has(path.key) && isJsonObject(value)) return value;
     return keyed(path.key, value);
   }
   return undefined;
 }
 
-function findOutput(reader: AttributeReader): unknown {
+function findOutput(reader: ContentReader): unknown {
   for (const path of OUTPUT_PATHS) {
-    const value = reader.get(path);
-    if (!isNonEmpty(value)) continue;
+    const found = reader.get(path);
+    if (!isNonEmpty(found)) continue;
+    const value = reader.taken(found);
     return BARE_OUTPUT_KEYS.has(path.key) ? value : keyed(path.key, value);
   }
   return undefined;
@@ -95,7 +121,7 @@ function findOutput(reader: AttributeReader): unknown {
 
 // Written field by field rather than in a loop over names: each store site then sees one or two
 // object shapes instead of every name going through one megamorphic store (it showed in profiles).
-function findAttributes(reader: AttributeReader): Record<string, unknown> | undefined {
+function findAttributes(reader: ContentReader): Record<string, unknown> | undefined {
   const system = firstNonEmpty(reader, ATTRIBUTE_PATHS.system);
   const kind = firstNonEmpty(reader, ATTRIBUTE_PATHS.kind);
   const model = firstNonEmpty(reader, ATTRIBUTE_PATHS.model);
@@ -130,7 +156,7 @@ function findAttributes(reader: AttributeReader): Record<string, unknown> | unde
 
 /** `{<model or "usage">: counts}`; the model is the one the curated attributes name. */
 function findUsage(
-  reader: AttributeReader,
+  reader: ContentReader,
   attributes: Record<string, unknown> | undefined,
 ): Record<string, Record<string, unknown>> | undefined {
   const input = firstNonEmpty(reader, USAGE_PATHS.input_tokens);
@@ -170,10 +196,11 @@ function sumOfIntegers(a: unknown, b: unknown): number | undefined {
   return Number.isSafeInteger(a) && Number.isSafeInteger(b) ? (a as number) + (b as number) : undefined;
 }
 
-function firstNonEmpty(reader: AttributeReader, paths: readonly AttributePath[]): unknown {
+/** The first non-empty value, as extracted (indexed objects as lists): curated attributes, counts. */
+function firstNonEmpty(reader: ContentReader, paths: readonly AttributePath[]): unknown {
   for (const path of paths) {
     const value = reader.get(path);
-    if (isNonEmpty(value)) return value;
+    if (isNonEmpty(value)) return reader.taken(value);
   }
   return undefined;
 }

@@ -91,7 +91,7 @@ describe('GenAI semantic conventions', () => {
     expect(start).not.toHaveProperty('turn_id');
   });
 
-  it('reads indexed gen_ai.prompt / gen_ai.completion keys as subtrees', () => {
+  it('reads indexed gen_ai.prompt / gen_ai.completion keys as lists, as the hosted service has them', () => {
     expect(
       contentOf({
         'gen_ai.prompt.0.role': 'user',
@@ -105,8 +105,8 @@ describe('GenAI semantic conventions', () => {
       }),
     ).toEqual({
       attributes: { model: 'gpt-4o', model_parameters: { model: 'gpt-4o' } },
-      inputs: { 'gen_ai.prompt': { 0: { role: 'user', content: 'hi' }, 1: { role: 'user', content: 'again' } } },
-      output: { 'gen_ai.completion': { 0: { content: 'hello' } } },
+      inputs: { 'gen_ai.prompt': [{ role: 'user', content: 'hi' }, { role: 'user', content: 'again' }] },
+      output: { 'gen_ai.completion': [{ content: 'hello' }] },
       summary: { usage: { 'gpt-4o': { prompt_tokens: 7, completion_tokens: 2, total_tokens: 9 } } },
     });
   });

@@ -200,6 +200,58 @@ describe('the same call whichever way it travels, for spans at the edges of the 
       db.close();
     }
   });
+
+  it('indexed gen_ai.prompt.N.* keys: stored as a list on either way, the stored otel_dump keeps them indexed', async () => {
+    const direct = project();
+    const viaOtlp = project();
+    // The mapping of this tree (src), not the built worker's.
+    const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, deliveryThread: 'main', ...DEV });
+    const otlp = new OTLPTraceExporter({ url: server.url + PATH, headers: { Authorization: basicAuth(DEV), project_id: viaOtlp } });
+    const memory = new InMemorySpanExporter();
+    const provider = providerWith([new SimpleSpanProcessor(callbridge), new SimpleSpanProcessor(otlp), new SimpleSpanProcessor(memory)]);
+    provider
+      .getTracer('opentelemetry.instrumentation.openai', '0.40.0')
+      .startSpan('openai.chat', {
+        attributes: {
+          'gen_ai.system': 'openai',
+          'gen_ai.request.model': 'gpt-4o-mini',
+          'gen_ai.prompt.0.role': 'user',
+          'gen_ai.prompt.0.content': 'Weather in Amsterdam?',
+          'gen_ai.prompt.1.role': 'assistant',
+          'gen_ai.prompt.1.content': 'Cloudy.',
+          'gen_ai.completion.0.content': 'Still cloudy.',
+        },
+      })
+      .end();
+    await provider.forceFlush();
+    const [span] = memory.getFinishedSpans();
+    await provider.shutdown();
+    const id = span!.spanContext().spanId;
+
+    const [fromExporter, fromOtlp] = [await readCall(direct, id), await readCall(viaOtlp, id)];
+    expect(fromOtlp.inputs).toEqual({
+      'gen_ai.prompt': [
+        { role: 'user', content: 'Weather in Amsterdam?' },
+        { role: 'assistant', content: 'Cloudy.' },
+      ],
+    });
+    expect(fromOtlp.output).toEqual({ 'gen_ai.completion': [{ content: 'Still cloudy.' }] });
+    for (const call of [fromExporter, fromOtlp]) {
+      delete call.project_id;
+      delete call.wb_user_id;
+    }
+    expect(fromOtlp).toEqual(fromExporter);
+    const db = openSqlite(server.dbPath, { readonly: true });
+    try {
+      const stored = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?').get(viaOtlp, id) as { otel_dump: string };
+      expect(JSON.parse(stored.otel_dump).attributes.gen_ai.prompt).toEqual({
+        0: { role: 'user', content: 'Weather in Amsterdam?' },
+        1: { role: 'assistant', content: 'Cloudy.' },
+      });
+    } finally {
+      db.close();
+    }
+  });
 });
 
 describe('project', () => {
