@@ -8,6 +8,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerUser } from './context.js';
 import { BadRequestError, HttpError } from './errors.js';
+import { quote } from './quote.js';
 
 /** Checks an `Authorization` header; returns the matching user or null. */
 export type Authenticator = (authorization: string | undefined) => ServerUser | null;
@@ -75,7 +76,7 @@ export function authorizeUserForProject(user: ServerUser, projectId: unknown): s
   if (typeof projectId !== 'string') throw new BadRequestError('project_id must be a string "entity/project"');
   const match = PROJECT_ID.exec(projectId);
   if (match === null) {
-    throw new BadRequestError(`Invalid project_id ${JSON.stringify(projectId)}: expected "entity/project"`);
+    throw new BadRequestError(`Invalid project_id ${quote(projectId)}: expected "entity/project"`);
   }
   const entity = match[1] as string;
   if (!user.entities.includes('*') && !user.entities.includes(entity)) throw new HttpError(403, 'Forbidden');

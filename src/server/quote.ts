@@ -9,5 +9,16 @@ export function quote(value: unknown, maxChars = 80): string {
   } catch {
     text = String(value);
   }
+  return clip(text, maxChars);
+}
+
+/**
+ * Cut client-sent text to a readable length, unquoted, for reasons whose wording shows it as sent
+ * (`Unknown field: inputs.x`, as the hosted service words it).
+ *
+ * @example
+ * clip('x'.repeat(100), 3); // 'xxx…'
+ */
+export function clip(text: string, maxChars = 80): string {
   return text.length > maxChars ? `${text.slice(0, maxChars)}…` : text;
 }

@@ -4,7 +4,7 @@
  * schema validator's (ajv's) errors into those entries, so clients can read one format.
  */
 import type { ValidationIssue } from './errors.js';
-import { quote } from './quote.js';
+import { clip, quote } from './quote.js';
 import { isRecord } from '../wire/common.js';
 
 /** The fields of an ajv `ErrorObject` we read (kept structural: ajv is fastify's dependency). */
@@ -97,19 +97,35 @@ function pythonRepr(value: unknown): string {
 const MAX_ECHO_CHARS = 2048;
 
 /**
- * An issue whose echoed `input` is cut to bounded text when large or unprintable (too deep to
- * serialise). Applied to every 422 the server sends, whoever raised it: a hostile 2 MB literal or a
- * 20 000-deep array must not be echoed back, nor break the serialisation of the answer.
+ * An issue whose echoes of the request are bounded: `input` cut to text when large or unprintable
+ * (too deep to serialise), and the client's keys in `loc` (an extra field, an unknown `$expr`
+ * operator) and `msg` (which names such an operator) cut when long. Applied to every 422 the server
+ * sends, whoever raised it: a hostile 2 MB literal or key, or a 20 000-deep array, must not be
+ * echoed back, nor break the serialisation of the answer.
  */
 export function boundInput(issue: ValidationIssue): ValidationIssue {
-  if (typeof issue.input !== 'object' && typeof issue.input !== 'string') return issue;
+  const bounded = boundLocAndMsg(issue);
+  if (typeof bounded.input !== 'object' && typeof bounded.input !== 'string') return bounded;
   let text: string;
   try {
-    text = JSON.stringify(issue.input) ?? '';
+    text = JSON.stringify(bounded.input) ?? '';
   } catch {
-    return { ...issue, input: '[unprintable]' };
+    return { ...bounded, input: '[unprintable]' };
   }
-  return text.length > MAX_ECHO_CHARS ? { ...issue, input: quote(issue.input, MAX_ECHO_CHARS) } : issue;
+  return text.length > MAX_ECHO_CHARS ? { ...bounded, input: quote(bounded.input, MAX_ECHO_CHARS) } : bounded;
+}
+
+/** Longest key of `loc` sent back whole; schema field names are far shorter. */
+const MAX_ECHOED_KEY_CHARS = 200;
+
+function boundLocAndMsg(issue: ValidationIssue): ValidationIssue {
+  const longKey = issue.loc.some((part) => typeof part === 'string' && part.length > MAX_ECHOED_KEY_CHARS);
+  if (!longKey && issue.msg.length <= MAX_ECHO_CHARS) return issue;
+  return {
+    ...issue,
+    loc: issue.loc.map((part) => (typeof part === 'string' ? clip(part, MAX_ECHOED_KEY_CHARS) : part)),
+    msg: clip(issue.msg, MAX_ECHO_CHARS),
+  };
 }
 
 /** One issue; `literals` are every literal a union at this path allows (null: this error's own). */

@@ -1,5 +1,6 @@
 import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_VALIDATION_MS } from '../../src/server/store/annotation-spec.js';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
 const PROJECT = 'acme/demo';
@@ -270,3 +271,89 @@ describe('feedback/query sort order (as the hosted service sorts)', () => {
     expect((await ids('creator', 'desc')).slice(0, 2)).toEqual(['n9', 'n20']);
   });
 });
+
+describe('annotation specs that would hold the event loop', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => server.close());
+  const call = (path: string, body: unknown) => post(server.url, path, body);
+  const create = (body: Record<string, unknown>) => call('/feedback/create', { project_id: PROJECT, weave_ref: REF, ...body });
+  const feedbackCount = () => {
+    const db = openSqlite(server.dbPath, { readonly: true });
+    try {
+      return (db.prepare('SELECT COUNT(*) AS n FROM feedback').get() as { n: number }).n;
+    } finally {
+      db.close();
+    }
+  };
+  let specs = 0;
+  const nextSpecName = () => `spec${++specs}`;
+  /** Stores an annotation spec with `fieldSchema`; answers a function that posts one value for it. */
+  const specFor = async (name: string, fieldSchema: unknown) => {
+    const spec = await call('/obj/create', {
+      obj: { project_id: PROJECT, object_id: name, val: { name, field_schema: fieldSchema }, builtin_object_class: 'AnnotationSpec' },
+    });
+    expect(spec.status).toBe(200);
+    const annotationRef = `weave:///${PROJECT}/object/${name}:${spec.body.digest}`;
+    return (value: unknown) => create({ feedback_type: `wandb.annotation.${name}`, annotation_ref: annotationRef, payload: { value } });
+  };
+  /** Posts a value and answers the response with how long it took. */
+  const timed = async (annotate: (value: unknown) => Promise<{ status: number; body: any }>, value: unknown) => {
+    const started = performance.now();
+    const response = await annotate(value);
+    return { ...response, ms: performance.now() - started };
+  };
+
+  it.each<[string, unknown, string]>([
+    ['pattern', { type: 'string', pattern: '^(a+)+$' }, '^(a+)+$'],
+    ['pattern of a non-capturing group', { type: 'string', pattern: '^(?:\\w+\\s?)*$' }, '^(?:\\w+\\s?)*$'],
+    ['pattern nested in items', { type: 'array', items: { type: 'string', pattern: '(.*,){2,}x' } }, '(.*,){2,}x'],
+    ['patternProperties key', { type: 'object', patternProperties: { '^(a{1,2})*$': { type: 'string' } } }, '^(a{1,2})*$'],
+    ['propertyNames pattern', { type: 'object', propertyNames: { pattern: '((ab)+c)+' } }, '((ab)+c)+'],
+  ])('refuses a spec whose %s can backtrack exponentially, naming it, before running it', async (_where, fieldSchema, pattern) => {
+    const annotate = await specFor(nextSpecName(), fieldSchema);
+    const before = feedbackCount();
+    // Enough to hold the loop about a second if the pattern ran: 2^25 ways to split 25 a's.
+    const attack = `${'a'.repeat(25)}!`;
+    const value = { string: attack, array: [attack], object: { [attack]: 'x' } }[(fieldSchema as { type: 'string' | 'array' | 'object' }).type];
+    const refused = await timed(annotate, value);
+    expect(refused.status).toBe(400);
+    expect(refused.body.reason).toBe(
+      `The annotation spec's field_schema has the pattern ${JSON.stringify(pattern)}, which can take exponential time: ` +
+        'it repeats, without bound, a part that itself repeats a variable number of times (as in "(a+)+")',
+    );
+    expect(refused.ms).toBeLessThan(500);
+    expect(feedbackCount()).toBe(before);
+  });
+
+  it.each([
+    ['^\\d{4}(-\\d{2})?$', '2024-05'],
+    ['^(\\d{1,3}\\.){3}\\d{1,3}$', '10.0.0.1'],
+    ['^\\p{L}+$', 'Straße'],
+    ['^(?<year>\\d{4})\\u{2D}[a-z]{2,}$', '2024-ab'],
+    ['^[a-z]+@[a-z]+\\.[a-z]{2,}$', 'a@b.io'],
+  ])('takes a spec whose pattern %s cannot backtrack exponentially', async (pattern, value) => {
+    const annotate = await specFor(nextSpecName(), { type: 'string', pattern });
+    expect(await annotate(value)).toMatchObject({ status: 200, body: { payload: { value } } });
+  });
+
+  it.each<[string, unknown, unknown]>([
+    // Star height 1 and quadratic: a scan from each of 200 000 starting points (seconds without the limit).
+    ['a quadratic pattern on a long value', { type: 'string', pattern: '[a-z]+@' }, 'a'.repeat(200_000)],
+    // Ajv compares each pair of non-scalar items: 20 000 objects are 200 million comparisons.
+    ['uniqueItems over a long list of objects', { type: 'array', uniqueItems: true }, Array.from({ length: 20_000 }, (_, index) => ({ n: index }))],
+  ])('stops checking %s after MAX_VALIDATION_MS and answers 400, storing nothing', async (_name, fieldSchema, value) => {
+    const annotate = await specFor(nextSpecName(), fieldSchema);
+    const before = feedbackCount();
+    const stopped = await timed(annotate, value);
+    expect(stopped.status).toBe(400);
+    expect(stopped.body.reason).toMatch(new RegExp(`^The annotation spec's field_schema took more than ${MAX_VALIDATION_MS} ms to check this value`));
+    expect(stopped.ms).toBeLessThan(MAX_VALIDATION_MS + 1_000);
+    expect(feedbackCount()).toBe(before);
+    // The spec itself is fine: a short value is checked as usual.
+    expect((await annotate(Array.isArray(value) ? [{ n: 1 }] : 'ab@')).status).toBe(200);
+  });
+});
+

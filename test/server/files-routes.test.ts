@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
 import { openSqlite } from '../../src/server/store/sqlite.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
@@ -113,6 +114,86 @@ describe('files over HTTP', () => {
     expect((await raw('application/json', JSON.stringify({ project_id: PROJECT, file: 'aGVsbG8=' }))).status).toBe(415);
     expect((await raw('application/octet-stream', new Uint8Array([1, 2]))).status).toBe(415);
     expect(fileCount()).toBe(before);
+  });
+
+  /**
+   * Streams a chunked multipart body over a raw socket: `head`, then filler bytes for as long as the
+   * server reads them (up to `offeredBytes`, with backpressure), then `tail`. Resolves with the
+   * answer's status and body once the server answers and closes, and how much the client got to send.
+   */
+  const streamForm = (head: string, offeredBytes: number, tail: string) =>
+    new Promise<{ status: number; body: string; sentBytes: number }>((resolve, reject) => {
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let answer = '';
+      let sentBytes = 0;
+      socket.on('data', (data) => (answer += data.toString('latin1')));
+      socket.on('error', () => {}); // a reset after the answer, when the server stops reading
+      socket.on('close', () => {
+        const [statusLine = '', ...rest] = answer.split('\r\n');
+        const status = Number(statusLine.split(' ')[1]);
+        if (Number.isNaN(status)) reject(new Error(`no answer after ${sentBytes} bytes`));
+        else resolve({ status, body: rest.join('\r\n').split('\r\n\r\n').slice(1).join(''), sentBytes });
+      });
+      const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+      socket.write(
+        `POST /file/create HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\n` +
+          'Content-Type: multipart/form-data; boundary=XyZ\r\nTransfer-Encoding: chunked\r\n\r\n' +
+          (head === '' ? '' : chunk(head)),
+      );
+      const filler = chunk('a'.repeat(64 * 1024));
+      const pump = (): void => {
+        while (sentBytes < offeredBytes && !socket.destroyed) {
+          sentBytes += 64 * 1024;
+          if (!socket.write(filler)) return void socket.once('drain', pump);
+        }
+        if (!socket.destroyed) socket.write(`${chunk(tail)}0\r\n\r\n`);
+      };
+      pump();
+    });
+  const FORM_TAIL =
+    '\r\n--XyZ\r\nContent-Disposition: form-data; name="project_id"\r\n\r\nacme/demo\r\n' +
+    '--XyZ\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nhi\r\n--XyZ--\r\n';
+
+  it.each([
+    ['a preamble', ''],
+    ['a part without a name', '--XyZ\r\nContent-Disposition: form-data\r\n\r\n'],
+    ['the value of a field it does not read', '--XyZ\r\nContent-Disposition: form-data; name="note"\r\n\r\n'],
+    ['the value of project_id', '--XyZ\r\nContent-Disposition: form-data; name="project_id"\r\n\r\n'],
+  ])('answers 413 for a body past the limit in %s, without reading the rest', async (_where, head) => {
+    const before = fileCount();
+    // 256 times the limit is offered; the server stops reading soon after the limit.
+    const offered = 256 * MAX_BODY_BYTES;
+    const answer = await streamForm(head, offered, FORM_TAIL);
+    expect(answer.status).toBe(413);
+    expect(answer.body).toContain('{"reason":"Request too large"}');
+    expect(answer.sentBytes).toBeLessThan(offered / 2);
+    expect(fileCount()).toBe(before);
+  });
+
+  it('answers 413 for bytes past the limit after the closing boundary too', async () => {
+    const form = FORM_TAIL.slice(2); // the same fields, as the start of the body
+    const answer = await streamForm(`${form}epilogue`, 4 * MAX_BODY_BYTES, '');
+    expect(answer.status).toBe(413);
+  });
+
+  it('answers 413 at once for a declared Content-Length past the limit, reading nothing', async () => {
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let text = '';
+      socket.on('data', (data) => (text += data.toString('latin1')));
+      socket.on('close', () => resolve(text));
+      socket.write(
+        `POST /file/create HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\n` +
+          `Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: ${MAX_BODY_BYTES + 1}\r\n\r\n`,
+      );
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answer.toLowerCase()).toContain('connection: close');
+  });
+
+  it('still takes a form just under the limit in total', async () => {
+    const bytes = new Uint8Array(MAX_BODY_BYTES - 1024).fill(7);
+    expect(await upload([['project_id', PROJECT], ['file', bytes]])).toEqual({ status: 200, body: { digest: expectedDigest(bytes) } });
   });
 
   it('enforces credentials and project grants', async () => {

@@ -11,6 +11,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { BatchSpanProcessor, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { DECODED_BYTES, MAX_DECODED_BYTES_PER_REQUEST } from '../../src/server/otlp/index.js';
 import { basicAuth, post, startTestServer, type Credentials, type TestServer } from '../helpers/server.js';
 import {
   captureRichSpans,
@@ -21,6 +22,8 @@ import {
   requestMessage,
   spanMessage,
   stringValue,
+  tag,
+  varint,
 } from './otlp-fixtures.js';
 
 const PATH = '/otel/v1/traces';
@@ -482,5 +485,67 @@ describe('hostile and wrong requests', () => {
       body: new Uint8Array([1, 2, 3]),
     });
     expect(response.status).toBe(415);
+  });
+});
+
+describe('what one request may decode to', () => {
+  /** `count` empty length-delimited fields numbered `field`: 2 bytes each, however many objects they decode to. */
+  const emptyFields = (field: number, count: number): Buffer => Buffer.alloc(count * 2, Buffer.from([...tag(field, 2), 0]));
+  /** A length-delimited field around a payload too large for the fixtures' number arrays. */
+  const lenBuffer = (field: number, payload: Buffer): Buffer => Buffer.concat([Buffer.from([...tag(field, 2), ...varint(payload.length)]), payload]);
+  /** One `ResourceSpans` whose one `ScopeSpans` holds `spans` (encoded `Span`s, one after another). */
+  const requestOfSpans = (spans: Buffer): Buffer => lenBuffer(1, lenBuffer(2, spans));
+  const validSpan = (spanId: string): Buffer => lenBuffer(2, Buffer.from(spanMessage({ traceId: TRACE, spanId })));
+  /** One more than the budget holds of `element`, so that a body of them alone is past it. */
+  const pastBudget = (element: keyof typeof DECODED_BYTES): number => Math.floor(MAX_DECODED_BYTES_PER_REQUEST / DECODED_BYTES[element]) + 1;
+  const TOO_LARGE = new RegExp(`^Request too large: it would decode to more than ${MAX_DECODED_BYTES_PER_REQUEST / 1_000_000} MB`);
+
+  it('takes as many bare spans as the budget holds, and answers 413 naming the limit past it, before writing anything', async () => {
+    const projectId = project();
+    const spansThatFit = Math.floor((MAX_DECODED_BYTES_PER_REQUEST - DECODED_BYTES.resourceSpans - DECODED_BYTES.scopeSpans) / DECODED_BYTES.span);
+    expect(spansThatFit).toBeGreaterThan(4 * 8192); // far above the collector's default batch
+    const atLimit = requestOfSpans(Buffer.concat([validSpan('00000000000000e1'), emptyFields(2, spansThatFit - 1)]));
+    const accepted = await send(gzipSync(atLimit), { encoding: 'gzip', projectId });
+    expect(accepted.status, accepted.text.slice(0, 200)).toBe(200);
+    expect(await readCall(projectId, '00000000000000e1')).toMatchObject({ op_name: 'hand' });
+
+    // The p12 shape: a small gzip of empty spans, here one past the limit after a valid span.
+    const pastLimit = requestOfSpans(Buffer.concat([validSpan('00000000000000e2'), emptyFields(2, spansThatFit)]));
+    const refused = await send(gzipSync(pastLimit), { encoding: 'gzip', projectId });
+    expect(refused.status).toBe(413);
+    expect(refused.json.reason).toMatch(TOO_LARGE);
+    expect(await readCall(projectId, '00000000000000e2')).toBeNull();
+  });
+
+  const oneSpanWith = (fields: Buffer): Buffer =>
+    requestOfSpans(lenBuffer(2, Buffer.concat([Buffer.from(spanMessage({ traceId: TRACE, spanId: '00000000000000e3' })), fields])));
+  const arrayAttribute = (values: Buffer): Buffer => lenBuffer(9, lenBuffer(2, lenBuffer(5, values)));
+  it.each<[string, () => Buffer]>([
+    ['empty ResourceSpans', () => emptyFields(1, pastBudget('resourceSpans'))],
+    ['empty ScopeSpans', () => lenBuffer(1, emptyFields(2, pastBudget('scopeSpans')))],
+    ['attributes of one span', () => oneSpanWith(emptyFields(9, pastBudget('keyValue')))],
+    ['events of one span', () => oneSpanWith(emptyFields(11, pastBudget('event')))],
+    ['links of one span', () => oneSpanWith(emptyFields(13, pastBudget('link')))],
+    ['values of one array attribute', () => oneSpanWith(arrayAttribute(emptyFields(1, pastBudget('arrayValue'))))],
+    ['members of one kvlist attribute', () => oneSpanWith(lenBuffer(9, lenBuffer(2, lenBuffer(6, emptyFields(1, pastBudget('keyValue'))))))],
+  ])('answers 413 for a protobuf body that decodes past the budget: %s', async (_name, body) => {
+    const projectId = project();
+    const response = await send(gzipSync(body()), { encoding: 'gzip', projectId });
+    expect(response.status, response.text.slice(0, 200)).toBe(413);
+    expect(response.json.reason).toMatch(TOO_LARGE);
+    expect(await readCall(projectId, '00000000000000e3')).toBeNull();
+  });
+
+  /** An OTLP/JSON request whose one span list is `spans` (JSON texts, joined). */
+  const jsonOfSpans = (spans: string): string => `{"resourceSpans":[{"scopeSpans":[{"spans":[${spans}]}]}]}`;
+  const emptyObjects = (count: number): string => Array.from({ length: count }, () => '{}').join(',');
+  it.each<[string, () => string]>([
+    ['spans', () => jsonOfSpans(emptyObjects(pastBudget('span')))],
+    ['events', () => jsonOfSpans(`{"events":[${emptyObjects(pastBudget('event'))}]}`)],
+    ['array values', () => jsonOfSpans(`{"attributes":[{"key":"a","value":{"arrayValue":{"values":[${emptyObjects(pastBudget('arrayValue'))}]}}}]}`)],
+  ])('applies the same budget to OTLP/JSON: 413 for too many %s', async (_name, body) => {
+    const response = await send(gzipSync(body()), { contentType: 'application/json', encoding: 'gzip', projectId: project() });
+    expect(response.status, response.text.slice(0, 200)).toBe(413);
+    expect(response.json.reason).toMatch(TOO_LARGE);
   });
 });

@@ -10,6 +10,12 @@
  * - The project: resource attributes `wandb.entity` + `wandb.project` (both non-empty text) win
  *   over the `project_id` header, per `ResourceSpans`; a request may write several projects. Every
  *   project is authorized before anything is written: one 403 and nothing is written.
+ * - A body whose spans, events, links and attributes would take more memory than
+ *   `MAX_DECODED_BYTES_PER_REQUEST` (`types.ts`: 40 000 bare spans) is a 413 naming the limit,
+ *   decided while decoding and before anything is written: the byte limit alone lets 31 KB of
+ *   gzip decode to gigabytes. 413 rather than 400 because nothing in it is invalid, only more
+ *   than this server takes at once: as for a body over the byte limit (SPEC §2.5), and OTLP/HTTP
+ *   leaves such statuses to HTTP's meaning (neither is retried; a batching client can split).
  * - A malformed body (bad protobuf, JSON of the wrong shape) is a 400 for the whole request: the
  *   decoder cannot know which spans it belongs to. A well-formed span that cannot be a call (trace
  *   id not 16 bytes or all zeros, span id not 8 bytes or all zeros, parent id set but not 8 bytes)
@@ -31,5 +37,5 @@ export { decodeTraceRequestJson, encodeTraceResponseJson } from './json.js';
 export { projectHeader, PROJECT_HEADER } from './project.js';
 export { decodeTraceRequestProtobuf, encodeTraceResponseProtobuf } from './protobuf.js';
 export { toSpanInput, toResourceInput } from './spans.js';
-export { MalformedOtlpError } from './types.js';
+export { DECODED_BYTES, MalformedOtlpError, MAX_DECODED_BYTES_PER_REQUEST, OtlpTooLargeError } from './types.js';
 export type { OtlpTraceRequest, PartialSuccess } from './types.js';

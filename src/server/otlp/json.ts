@@ -10,8 +10,10 @@
 import { setOwn } from '../../mapping/json-values.js';
 import { isUtf8Body, NOT_UTF8_REASON, utf8BodyText } from '../json-body-text.js';
 import {
+  DecodeBudget,
   MAX_ANY_VALUE_DEPTH,
   MalformedOtlpError,
+  type OtlpTooLargeError,
   type OtlpAttributes,
   type OtlpEvent,
   type OtlpLink,
@@ -53,7 +55,10 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 /**
  * Decodes an OTLP/JSON `ExportTraceServiceRequest` from UTF-8 text, read as every JSON body is
  * (`../json-body-text.ts`: invalid UTF-8 refused, a byte order mark dropped). Throws
- * {@link MalformedOtlpError} for bytes that are not UTF-8, text that is not JSON or not that message.
+ * {@link MalformedOtlpError} for bytes that are not UTF-8, text that is not JSON or not that message,
+ * and {@link OtlpTooLargeError} for one past {@link DecodeBudget}: `JSON.parse` makes no more
+ * objects than the body has bytes, but the 3 bytes `{},` in a list of spans become kilobytes once
+ * decoded and mapped, so the conversion below is charged as the protobuf decoder is.
  *
  * @example
  * const request = decodeTraceRequestJson(Buffer.from('{"resourceSpans":[]}'));
@@ -68,31 +73,37 @@ export function decodeTraceRequestJson(body: Uint8Array): OtlpTraceRequest {
     throw new MalformedOtlpError('body is not valid JSON');
   }
   const root = objectAt(parsed, 'body');
-  return { resourceSpans: listAt(root, 'resourceSpans', 'resource_spans', 'body').map(decodeResourceSpans) };
+  const budget = new DecodeBudget();
+  return {
+    resourceSpans: listAt(root, 'resourceSpans', 'resource_spans', 'body').map((item, index) =>
+      decodeResourceSpans(item, `resourceSpans[${index}]`, budget),
+    ),
+  };
 }
 
-function decodeResourceSpans(value: unknown, index: number): OtlpResourceSpans {
-  const path = `resourceSpans[${index}]`;
+function decodeResourceSpans(value: unknown, path: string, budget: DecodeBudget): OtlpResourceSpans {
+  budget.charge('resourceSpans');
   const object = objectAt(value, path);
   const resourceValue = field(object, 'resource', 'resource');
   const resource: OtlpResource =
     resourceValue === undefined
       ? { attributes: {}, droppedAttributesCount: 0 }
-      : decodeResource(objectAt(resourceValue, `${path}.resource`), `${path}.resource`);
+      : decodeResource(objectAt(resourceValue, `${path}.resource`), `${path}.resource`, budget);
   const scopeSpans = listAt(object, 'scopeSpans', 'scope_spans', path).map((item, scopeIndex) =>
-    decodeScopeSpans(item, `${path}.scopeSpans[${scopeIndex}]`),
+    decodeScopeSpans(item, `${path}.scopeSpans[${scopeIndex}]`, budget),
   );
   return { resource, scopeSpans };
 }
 
-function decodeResource(object: JsonObject, path: string): OtlpResource {
+function decodeResource(object: JsonObject, path: string, budget: DecodeBudget): OtlpResource {
   return {
-    attributes: attributesAt(object, 'attributes', 'attributes', path),
+    attributes: attributesAt(object, 'attributes', 'attributes', path, budget),
     droppedAttributesCount: countAt(object, 'droppedAttributesCount', 'dropped_attributes_count', path),
   };
 }
 
-function decodeScopeSpans(value: unknown, path: string): OtlpScopeSpans {
+function decodeScopeSpans(value: unknown, path: string, budget: DecodeBudget): OtlpScopeSpans {
+  budget.charge('scopeSpans');
   const object = objectAt(value, path);
   const scopeValue = field(object, 'scope', 'scope');
   let scope: OtlpScope = { name: '', version: '' };
@@ -103,11 +114,12 @@ function decodeScopeSpans(value: unknown, path: string): OtlpScopeSpans {
       version: stringAt(scopeObject, 'version', 'version', `${path}.scope`),
     };
   }
-  const spans = listAt(object, 'spans', 'spans', path).map((item, spanIndex) => decodeSpan(item, `${path}.spans[${spanIndex}]`));
+  const spans = listAt(object, 'spans', 'spans', path).map((item, spanIndex) => decodeSpan(item, `${path}.spans[${spanIndex}]`, budget));
   return { scope, spans };
 }
 
-function decodeSpan(value: unknown, path: string): OtlpSpan {
+function decodeSpan(value: unknown, path: string, budget: DecodeBudget): OtlpSpan {
+  budget.charge('span');
   const object = objectAt(value, path);
   const statusValue = field(object, 'status', 'status');
   let status: OtlpStatus = { code: 0, message: '' };
@@ -127,53 +139,56 @@ function decodeSpan(value: unknown, path: string): OtlpSpan {
     kind: enumAt(object, 'kind', 'kind', SPAN_KIND_NAMES, path),
     startTimeUnixNano: nanosAt(object, 'startTimeUnixNano', 'start_time_unix_nano', path),
     endTimeUnixNano: nanosAt(object, 'endTimeUnixNano', 'end_time_unix_nano', path),
-    attributes: attributesAt(object, 'attributes', 'attributes', path),
-    events: listAt(object, 'events', 'events', path).map((item, index) => decodeEvent(item, `${path}.events[${index}]`)),
-    links: listAt(object, 'links', 'links', path).map((item, index) => decodeLink(item, `${path}.links[${index}]`)),
+    attributes: attributesAt(object, 'attributes', 'attributes', path, budget),
+    events: listAt(object, 'events', 'events', path).map((item, index) => decodeEvent(item, `${path}.events[${index}]`, budget)),
+    links: listAt(object, 'links', 'links', path).map((item, index) => decodeLink(item, `${path}.links[${index}]`, budget)),
     status,
   };
 }
 
-function decodeEvent(value: unknown, path: string): OtlpEvent {
+function decodeEvent(value: unknown, path: string, budget: DecodeBudget): OtlpEvent {
+  budget.charge('event');
   const object = objectAt(value, path);
   return {
     timeUnixNano: nanosAt(object, 'timeUnixNano', 'time_unix_nano', path),
     name: stringAt(object, 'name', 'name', path),
-    attributes: attributesAt(object, 'attributes', 'attributes', path),
+    attributes: attributesAt(object, 'attributes', 'attributes', path, budget),
     droppedAttributesCount: countAt(object, 'droppedAttributesCount', 'dropped_attributes_count', path),
   };
 }
 
-function decodeLink(value: unknown, path: string): OtlpLink {
+function decodeLink(value: unknown, path: string, budget: DecodeBudget): OtlpLink {
+  budget.charge('link');
   const object = objectAt(value, path);
   return {
     traceId: idAt(object, 'traceId', 'trace_id', path, 16),
     spanId: idAt(object, 'spanId', 'span_id', path, 8),
     traceState: stringAt(object, 'traceState', 'trace_state', path),
-    attributes: attributesAt(object, 'attributes', 'attributes', path),
+    attributes: attributesAt(object, 'attributes', 'attributes', path, budget),
     droppedAttributesCount: countAt(object, 'droppedAttributesCount', 'dropped_attributes_count', path),
   };
 }
 
 /** A `repeated KeyValue` as an object (a later duplicate key replaces an earlier one). */
-function attributesAt(object: JsonObject, camel: string, snake: string, path: string): OtlpAttributes {
-  return keyValues(listAt(object, camel, snake, path), `${path}.${camel}`, 0);
+function attributesAt(object: JsonObject, camel: string, snake: string, path: string, budget: DecodeBudget): OtlpAttributes {
+  return keyValues(listAt(object, camel, snake, path), `${path}.${camel}`, 0, budget);
 }
 
-function keyValues(list: unknown[], path: string, depth: number): OtlpAttributes {
+function keyValues(list: unknown[], path: string, depth: number, budget: DecodeBudget): OtlpAttributes {
   const attributes: OtlpAttributes = {};
   list.forEach((item, index) => {
+    budget.charge('keyValue');
     const itemPath = `${path}[${index}]`;
     const keyValue = objectAt(item, itemPath);
     const rawValue = field(keyValue, 'value', 'value');
-    const value = rawValue === undefined ? null : anyValue(rawValue, `${itemPath}.value`, depth + 1);
+    const value = rawValue === undefined ? null : anyValue(rawValue, `${itemPath}.value`, depth + 1, budget);
     setOwn(attributes, stringAt(keyValue, 'key', 'key', itemPath), value);
   });
   return attributes;
 }
 
 /** One `AnyValue` as JavaScript (see the protobuf decoder for the shapes); `{}` is null. */
-function anyValue(value: unknown, path: string, depth: number): unknown {
+function anyValue(value: unknown, path: string, depth: number, budget: DecodeBudget): unknown {
   if (depth > MAX_ANY_VALUE_DEPTH) throw new MalformedOtlpError(`${path}: AnyValue nested deeper than ${MAX_ANY_VALUE_DEPTH} levels`);
   const object = objectAt(value, path);
   let raw: unknown;
@@ -189,13 +204,14 @@ function anyValue(value: unknown, path: string, depth: number): unknown {
   if ((raw = field(object, 'doubleValue', 'double_value')) !== undefined) return double(raw, `${path}.doubleValue`);
   if ((raw = field(object, 'arrayValue', 'array_value')) !== undefined) {
     const arrayPath = `${path}.arrayValue`;
-    return listAt(objectAt(raw, arrayPath), 'values', 'values', arrayPath).map((item, index) =>
-      anyValue(item, `${arrayPath}.values[${index}]`, depth + 1),
-    );
+    return listAt(objectAt(raw, arrayPath), 'values', 'values', arrayPath).map((item, index) => {
+      budget.charge('arrayValue');
+      return anyValue(item, `${arrayPath}.values[${index}]`, depth + 1, budget);
+    });
   }
   if ((raw = field(object, 'kvlistValue', 'kvlist_value')) !== undefined) {
     const listPath = `${path}.kvlistValue`;
-    return keyValues(listAt(objectAt(raw, listPath), 'values', 'values', listPath), `${listPath}.values`, depth);
+    return keyValues(listAt(objectAt(raw, listPath), 'values', 'values', listPath), `${listPath}.values`, depth, budget);
   }
   if ((raw = field(object, 'bytesValue', 'bytes_value')) !== undefined) {
     if (typeof raw !== 'string') throw wrongType(`${path}.bytesValue`, 'base64 text', raw);

@@ -7,7 +7,9 @@
  * Every read is bounds-checked against the end of the message that contains it, so a truncated
  * varint, a length past the end, a known field with the wrong wire type or `AnyValue`s nested
  * deeper than {@link MAX_ANY_VALUE_DEPTH} is a {@link MalformedOtlpError} (the route's 400), never
- * an exception from outside this file, a read out of bounds or a loop that does not advance.
+ * an exception from outside this file, a read out of bounds or a loop that does not advance. A body
+ * that would decode to more than {@link DecodeBudget} allows stops with an
+ * {@link OtlpTooLargeError} (the route's 413) as soon as it passes the limit.
  * Unknown fields are skipped by wire type, and a non-repeated message field that appears more than
  * once (two `resource`s in one `ResourceSpans`, two `status`es, an `AnyValue`'s `kvlist_value`) is
  * merged, as protobuf's encoding rules require: each decoder below takes what the earlier
@@ -16,8 +18,10 @@
  */
 import { setOwn } from '../../mapping/json-values.js';
 import {
+  DecodeBudget,
   MAX_ANY_VALUE_DEPTH,
   MalformedOtlpError,
+  OtlpTooLargeError,
   type OtlpAttributes,
   type OtlpEvent,
   type OtlpLink,
@@ -49,6 +53,8 @@ class Reader {
   pos = 0;
   /** High 32 bits of the last varint read (its low 32 bits are the return value). */
   high = 0;
+  /** What the body may still decode to: each decoder below charges it before building its element. */
+  readonly budget = new DecodeBudget();
 
   constructor(bytes: Uint8Array) {
     this.bytes = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -190,7 +196,7 @@ function expectWireType(tag: Tag, expected: number, message: string, field: stri
 
 /**
  * Decodes an OTLP/protobuf `ExportTraceServiceRequest`. Throws {@link MalformedOtlpError} for a
- * body that is not one.
+ * body that is not one, {@link OtlpTooLargeError} for one past {@link DecodeBudget}.
  *
  * @example
  * const request = decodeTraceRequestProtobuf(ProtobufTraceSerializer.serializeRequest(spans));
@@ -209,6 +215,7 @@ export function decodeTraceRequestProtobuf(body: Uint8Array): OtlpTraceRequest {
 }
 
 function decodeResourceSpans(reader: Reader, end: number): OtlpResourceSpans {
+  reader.budget.charge('resourceSpans');
   let resource: OtlpResource = { attributes: {}, droppedAttributesCount: 0 };
   const scopeSpans: OtlpScopeSpans[] = [];
   readFields(reader, end, (tag) => {
@@ -240,6 +247,7 @@ function decodeResource(reader: Reader, end: number, earlier: OtlpResource): Otl
 }
 
 function decodeScopeSpans(reader: Reader, end: number): OtlpScopeSpans {
+  reader.budget.charge('scopeSpans');
   let scope: OtlpScope = { name: '', version: '' };
   const spans: OtlpSpan[] = [];
   readFields(reader, end, (tag) => {
@@ -270,6 +278,7 @@ function decodeScope(reader: Reader, end: number, earlier: OtlpScope): OtlpScope
 }
 
 function decodeSpan(reader: Reader, end: number): OtlpSpan {
+  reader.budget.charge('span');
   let traceId = '';
   let spanId = '';
   let parentSpanId = '';
@@ -354,6 +363,7 @@ function decodeSpan(reader: Reader, end: number): OtlpSpan {
 }
 
 function decodeEvent(reader: Reader, end: number): OtlpEvent {
+  reader.budget.charge('event');
   let timeUnixNano = 0n;
   let name = '';
   const attributes: OtlpAttributes = {};
@@ -377,6 +387,7 @@ function decodeEvent(reader: Reader, end: number): OtlpEvent {
 }
 
 function decodeLink(reader: Reader, end: number): OtlpLink {
+  reader.budget.charge('link');
   let traceId = '';
   let spanId = '';
   let traceState = '';
@@ -420,6 +431,7 @@ function decodeStatus(reader: Reader, end: number, earlier: OtlpStatus): OtlpSta
 
 /** Decodes one `KeyValue` into `target` (a later duplicate key replaces an earlier one). */
 function decodeKeyValue(reader: Reader, end: number, target: OtlpAttributes, depth: number): void {
+  reader.budget.charge('keyValue');
   let key = '';
   let value: unknown = null;
   readFields(reader, end, (tag) => {
@@ -487,6 +499,7 @@ function decodeArrayValue(reader: Reader, end: number, depth: number, values: un
   readFields(reader, end, (tag) => {
     if (tag.field === 1) {
       expectWireType(tag, LEN, 'ArrayValue', 'values', reader);
+      reader.budget.charge('arrayValue');
       values.push(decodeAnyValue(reader, reader.lengthEnd(end), depth + 1, null));
     } else reader.skip(tag.wireType, end);
   });

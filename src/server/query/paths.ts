@@ -5,6 +5,7 @@
  */
 
 import { BadRequestError } from '../errors.js';
+import { clip, quote } from '../quote.js';
 import type { FieldSpec, FieldTable } from './fields.js';
 import { param, raw, sql, type SqlFragment } from './sql.js';
 
@@ -112,12 +113,12 @@ function longestField(
 export function resolveField(path: string, fields: FieldTable): ResolvedField {
   const found = longestField(path, fields);
   if (found === undefined || (found.spec.type !== 'json' && found.rest.length > 0)) {
-    throw new BadRequestError(`Unknown field: ${path}`);
+    throw new BadRequestError(`Unknown field: ${clip(path)}`);
   }
   const { spec, rest } = found;
   if (rest.some((part) => part.includes('\u0000'))) {
     // SQLite ends a JSON path key at an escaped NUL, so `a\u0000b` would silently read key `a`.
-    throw new BadRequestError(`Invalid field: ${JSON.stringify(path)} (a NUL character in a key)`);
+    throw new BadRequestError(`Invalid field: ${quote(path)} (a NUL character in a key)`);
   }
   // Parenthesised so a derived expression (`a || b`) binds as one operand wherever it lands.
   const column = raw(`(${spec.sql})`);

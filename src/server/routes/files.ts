@@ -3,9 +3,12 @@
  * (SPEC §2.6).
  *
  * The multipart parser is registered in a child scope holding only `/file/create`, so no other
- * route accepts multipart bodies. Its limits follow the server's body limit: a multipart stream is
- * read by the parser itself, so Fastify's `bodyLimit` does not bound it.
+ * route accepts multipart bodies. It reads the request stream itself, so Fastify's `bodyLimit` does
+ * not bound it, and its own limits bound parts, not bytes: a preamble, a part without a name or the
+ * rest of an over-long field are read through whatever their length. So the body as a whole is
+ * held to the server's body limit here ({@link limitBodyBytes}): 413, as on every other route.
  */
+import type { IncomingMessage } from 'node:http';
 import multipart, { type Multipart } from '@fastify/multipart';
 import { contentCodingOf } from '../content-encoding.js';
 import type { FastifyRequest } from 'fastify';
@@ -27,9 +30,12 @@ const MAX_FIELD_BYTES = 4096;
 const MAX_FIELDS = 8;
 const MAX_PARTS = MAX_FIELDS + 1;
 
+/** What a body over the server's limit gets, as on every route (SPEC §2.5). */
+const tooLarge = (): HttpError => new HttpError(413, 'Request too large');
+
 /** The parser's limit errors, by code, with what we answer. */
 const MULTIPART_LIMIT_ERRORS: Readonly<Record<string, () => HttpError>> = {
-  FST_REQ_FILE_TOO_LARGE: () => new HttpError(413, 'Request too large'),
+  FST_REQ_FILE_TOO_LARGE: () => tooLarge(),
   FST_FILES_LIMIT: () => new BadRequestError(`Send exactly one file part, named "${FILE_CREATE_FILE_FIELD}"`),
   FST_PARTS_LIMIT: () => new BadRequestError(`Too many parts: send a "${FILE_CREATE_PROJECT_FIELD}" field and one file part`),
   FST_FIELDS_LIMIT: () => new BadRequestError(`Too many fields: send a "${FILE_CREATE_PROJECT_FIELD}" field and one file part`),
@@ -38,12 +44,12 @@ const MULTIPART_LIMIT_ERRORS: Readonly<Record<string, () => HttpError>> = {
 
 export const filesRoutes: RouteModule = (app, ctx) => {
   const files = createFileStore(ctx.db);
-  const maxFileBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
+  const maxBodyBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
 
   app.register(async (scope) => {
     await scope.register(multipart, {
       limits: {
-        fileSize: maxFileBytes,
+        fileSize: maxBodyBytes,
         files: 1,
         fields: MAX_FIELDS,
         parts: MAX_PARTS,
@@ -54,7 +60,7 @@ export const filesRoutes: RouteModule = (app, ctx) => {
       throwFileSizeLimit: true,
     });
 
-    scope.post('/file/create', async (request): Promise<FileCreateRes> => {
+    scope.post('/file/create', async (request, reply): Promise<FileCreateRes> => {
       if (!request.isMultipart()) {
         throw new HttpError(
           415,
@@ -65,7 +71,16 @@ export const filesRoutes: RouteModule = (app, ctx) => {
         // The multipart parser reads the raw stream; the form's parts would be read as garbage.
         throw new HttpError(415, 'Unsupported Content-Encoding for multipart/form-data: send the form uncompressed');
       }
-      const upload = await readUpload(request, ctx);
+      let upload: Upload;
+      try {
+        upload = await readUpload(request, ctx, maxBodyBytes);
+      } catch (error) {
+        // Refused before the body's end (too large, forbidden project, bad part): closing costs the
+        // client a reconnect, while reading the rest to keep the connection would cost the server
+        // an upload of any length (Node reads what is left of a request it answered).
+        if (!request.raw.complete) reply.header('Connection', 'close');
+        throw error;
+      }
       return { digest: files.create(upload.projectId, upload.content, upload.wbUserId) };
     });
   });
@@ -91,10 +106,12 @@ interface Upload {
  * Read the parts of `/file/create`. The project is authorized as soon as its field arrives, so a
  * client that sends `project_id` first is refused before its file is read.
  */
-async function readUpload(request: FastifyRequest, ctx: ServerContext): Promise<Upload> {
+async function readUpload(request: FastifyRequest, ctx: ServerContext, maxBodyBytes: number): Promise<Upload> {
+  if (Number(request.headers['content-length']) > maxBodyBytes) throw tooLarge();
   let projectId: string | undefined;
   let wbUserId: string | undefined;
   let content: Buffer | undefined;
+  const stopLimiting = limitBodyBytes(request.raw, maxBodyBytes);
   try {
     for await (const part of request.parts()) {
       if (part.type === 'field') {
@@ -110,6 +127,8 @@ async function readUpload(request: FastifyRequest, ctx: ServerContext): Promise<
     }
   } catch (error) {
     throw asClientError(error);
+  } finally {
+    stopLimiting();
   }
   const missing = [
     ...(projectId === undefined ? [FILE_CREATE_PROJECT_FIELD] : []),
@@ -122,6 +141,30 @@ async function readUpload(request: FastifyRequest, ctx: ServerContext): Promise<
     );
   }
   return { projectId, wbUserId, content };
+}
+
+/**
+ * Counts the bytes of `body` as the multipart parser reads them and, past `maxBytes`, stops it with
+ * a 413: unpiped and failed through the `error` event it listens to on the request, which ends the
+ * part being read and the iteration of parts with that error. Must be called in the same tick as
+ * `request.parts()` starts, before the body flows, so that no chunk passes uncounted. Returns the
+ * function that stops counting.
+ */
+function limitBodyBytes(body: IncomingMessage, maxBytes: number): () => void {
+  let received = 0;
+  const count = (chunk: Buffer): void => {
+    received += chunk.length;
+    if (received <= maxBytes) return;
+    body.off('data', count);
+    // The parser listens from the moment parts are asked for; without a listener, emitting would throw.
+    if (body.listenerCount('error') === 0) return void body.destroy();
+    body.emit('error', tooLarge());
+    // Nothing reads the stream any more: pausing leaves the rest of the body unread until the
+    // connection is closed after the 413.
+    body.pause();
+  };
+  body.on('data', count);
+  return () => body.off('data', count);
 }
 
 function fieldText(part: Multipart & { type: 'field' }): string {

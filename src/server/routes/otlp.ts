@@ -3,11 +3,12 @@
  *
  * The route lives in its own scope whose only body parser reads raw bytes: OTLP bodies are
  * protobuf or JSON, possibly gzipped, and must reach the decoders as bytes. Every other route
- * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read, and the
- * decompressed size is bounded by the same limit.
+ * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read, the
+ * decompressed size is bounded by the same limit, and what those bytes decode to by the decoders'
+ * budget (`otlp/types.ts`).
  */
 import type { RouteModule, ServerContext } from '../context.js';
-import { BadRequestError } from '../errors.js';
+import { BadRequestError, HttpError } from '../errors.js';
 import { checkBeforeBody } from '../before-body.js';
 import { decodeContentEncoding } from '../content-encoding.js';
 import {
@@ -18,6 +19,7 @@ import {
   formatOf,
   ingestTraceRequest,
   MalformedOtlpError,
+  OtlpTooLargeError,
   PROJECT_HEADER,
   projectHeader,
   RESPONSE_CONTENT_TYPES,
@@ -65,6 +67,7 @@ function decode(decoder: (bytes: Uint8Array) => OtlpTraceRequest, bytes: Buffer,
     return decoder(bytes);
   } catch (error) {
     if (error instanceof MalformedOtlpError) throw new BadRequestError(`Malformed OTLP/${format} body: ${error.message}`);
+    if (error instanceof OtlpTooLargeError) throw new HttpError(413, `Request too large: ${error.message}`);
     throw error;
   }
 }

@@ -13,19 +13,43 @@
  * project's spec `$ref` another project's, refuse a second spec with the same `$id`, and grow
  * without bound.
  *
- * Ajv treats a schema like code it was given: a spec is written by someone with write access to
- * the project, and its `pattern` regexes run as written, so a catastrophic pattern slows that
- * project's own annotation writes. Specs are bounded like every object (size and depth).
+ * Ajv treats a schema like code it was given, and runs it on the event loop that serves every
+ * project: a spec is written by anyone with write access to one project, yet one value checked
+ * against `{"pattern": "^(a+)+$"}` would freeze every request of every user for as long as the
+ * regex backtracks (9 s for 29 characters, twice that per added one). So a spec whose `pattern`
+ * or `patternProperties` key repeats a variable-length part inside an unbounded repetition (the
+ * shape that backtracks exponentially) is refused with a 400 naming the pattern, before any value
+ * is checked; and because quadratic patterns pass that check (`[a-z]+@` scans a 1 MiB value for
+ * minutes) as does `uniqueItems` over a long list, checking one value is also stopped after
+ * {@link MAX_VALIDATION_MS} (a 400). Specs are bounded like every object (size and depth).
  */
+import { createContext, Script } from 'node:vm';
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
 import { Ajv2019 } from 'ajv/dist/2019.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { BadRequestError } from '../errors.js';
 import { isRecord } from '../../wire/common.js';
-import { quote } from '../quote.js';
+import { clip, quote } from '../quote.js';
 
 /** Compiled schemas kept; past this the oldest is dropped (a project rarely has more specs). */
 const MAX_COMPILED_SPECS = 256;
+
+/** Longest detail from Ajv sent back in a reason. */
+const MAX_DETAIL_CHARS = 300;
+
+/**
+ * Longest the check of one value may hold the event loop. A value within the payload limit (1 MiB)
+ * checks in a few milliseconds against any schema that is not pathological.
+ */
+export const MAX_VALIDATION_MS = 250;
+
+/**
+ * Runs `validate(value)` under a time limit: V8 stops a script run with `timeout` from a watchdog
+ * thread, even inside a regex match, which nothing in the same thread could do. The context's two
+ * globals are set for each run; the cost is about 0.1 ms per check.
+ */
+const validationScope = createContext({ validate: undefined as unknown, value: undefined as unknown });
+const validationScript = new Script('validate(value)');
 
 // `logger: false`: Ajv logs the whole generated function when it fails to compile one (megabytes
 // on the server's stderr for a hostile spec); the failure reaches the client as a 400 instead.
@@ -62,21 +86,31 @@ export function checkAnnotationValue(spec: unknown, specKey: string, value: unkn
   const validate = compiledSchema(spec, specKey);
   if (validates(validate, value)) return;
   const error = validate.errors?.[0];
-  const detail = error === undefined ? '' : `: ${error.instancePath || 'value'} ${error.message ?? 'is invalid'}`;
+  // Cut: the path holds the value's own keys and the message may quote the spec's pattern.
+  const detail = error === undefined ? '' : `: ${clip(`${error.instancePath || 'value'} ${error.message ?? 'is invalid'}`, MAX_DETAIL_CHARS)}`;
   throw new BadRequestError(`Feedback payload does not match annotation spec${detail}`);
 }
 
 /**
- * `validate(value)`, with a stack overflow answered as the spec's fault: a schema that recurses
- * without end (`{"allOf": [{"$ref": "#"}]}`, or a `$dynamicRef` Ajv resolves to itself) makes Ajv's
- * validation recurse too, where Python's `jsonschema` would stop; and Ajv's code for a schema of
- * about 2000 alternatives or properties in one object may nest too deeply for V8 to run (see
- * `compile`). The two cannot be told apart from the error, so the reason names both.
+ * `validate(value)`, stopped after {@link MAX_VALIDATION_MS}, with a stack overflow answered as the
+ * spec's fault: a schema that recurses without end (`{"allOf": [{"$ref": "#"}]}`, or a
+ * `$dynamicRef` Ajv resolves to itself) makes Ajv's validation recurse too, where Python's
+ * `jsonschema` would stop; and Ajv's code for a schema of about 2000 alternatives or properties in
+ * one object may nest too deeply for V8 to run (see `compile`). The two cannot be told apart from
+ * the error, so the reason names both.
  */
 function validates(validate: ValidateFunction, value: unknown): boolean {
+  validationScope.validate = validate;
+  validationScope.value = value;
   try {
-    return validate(value);
+    return validationScript.runInContext(validationScope, { timeout: MAX_VALIDATION_MS }) === true;
   } catch (error) {
+    if ((error as NodeJS.ErrnoException | undefined)?.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
+      throw new BadRequestError(
+        `The annotation spec's field_schema took more than ${MAX_VALIDATION_MS} ms to check this value ` +
+          '(a pattern that backtracks on it, or uniqueItems over a long list); the value was not stored',
+      );
+    }
     if (error instanceof RangeError) {
       throw new BadRequestError(
         "The annotation spec's field_schema could not be checked: validating a value overflowed the stack " +
@@ -84,6 +118,9 @@ function validates(validate: ValidateFunction, value: unknown): boolean {
       );
     }
     throw error;
+  } finally {
+    validationScope.validate = undefined;
+    validationScope.value = undefined;
   }
 }
 
@@ -111,6 +148,13 @@ function compile(spec: unknown): ValidateFunction | BadRequestError {
       `The annotation spec's field_schema declares $schema ${quote(declared)}; this server validates JSON Schema 2020-12, 2019-09 and draft-07`,
     );
   }
+  const backtracking = findBacktrackingPattern(schema);
+  if (backtracking !== undefined) {
+    return new BadRequestError(
+      `The annotation spec's field_schema has the pattern ${quote(backtracking)}, which can take exponential time: ` +
+        'it repeats, without bound, a part that itself repeats a variable number of times (as in "(a+)+")',
+    );
+  }
   try {
     return newValidator(dialect).compile(schema);
   } catch (error) {
@@ -124,7 +168,7 @@ function compile(spec: unknown): ValidateFunction | BadRequestError {
       );
     }
     const reason = error instanceof Error ? error.message : String(error);
-    return new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${reason}`);
+    return new BadRequestError(`The annotation spec's field_schema is not a valid JSON Schema: ${clip(reason, MAX_DETAIL_CHARS)}`);
   }
 }
 
@@ -137,4 +181,86 @@ function newValidator(dialect: Dialect): Ajv {
     case 'draft-07':
       return new Ajv(AJV_OPTIONS);
   }
+}
+
+/**
+ * The first regex in `schema` that {@link backtracksExponentially}: `pattern` values and
+ * `patternProperties` keys, the two places Ajv compiles a regex (`format` is not checked here).
+ * Every object in the schema is searched, data (`const`, `enum`, `default`) included: a
+ * "pattern" there is refused too, which costs nothing real and spares knowing every keyword that
+ * holds a schema in each dialect.
+ */
+function findBacktrackingPattern(schema: Record<string, unknown>): string | undefined {
+  const pending: unknown[] = [schema];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (typeof node !== 'object' || node === null) continue;
+    for (const [key, child] of Object.entries(node)) {
+      if (key === 'pattern' && typeof child === 'string' && backtracksExponentially(child)) return child;
+      if (key === 'patternProperties' && isRecord(child)) {
+        const found = Object.keys(child).find(backtracksExponentially);
+        if (found !== undefined) return found;
+      }
+      pending.push(child);
+    }
+  }
+  return undefined;
+}
+
+/** What opens a group: `(`, `(?:`, a lookaround `(?=` `(?!` `(?<=` `(?<!`, or a named `(?<name>`. */
+const GROUP_OPENING = /^\((?:\?(?:[:=!]|<[=!]|<[^>]*>))?/;
+/** A quantifier (`*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}`) with its lazy `?`, if any. */
+const QUANTIFIER = /^(?:([*+?])|\{(\d+)(,(\d*))?\})\??/;
+/** An escape whose braces belong to it, not to a quantifier: `\p{L}`, `\u{1F600}`. */
+const BRACED_ESCAPE = /^\\[pPu]\{[^}]*\}/;
+
+/**
+ * Whether a regex has an unbounded repetition (`*`, `+`, `{n,}`) of a group that contains a
+ * variable-length repetition (`(a+)+`, `(\w+\s?)*`, `(.*,)*`, `(a{1,2})*`): the star-height test
+ * of safe-regex, narrowed to the repetitions that can split one input many ways, so the common
+ * `(-\d{2})?` and `(\d{1,3}\.){3}` pass. It also refuses some that a delimiter makes safe
+ * (`([a-z]+\.)+`). Overlapping alternatives (`(a|a)*`), backreferences and polynomial shapes
+ * (`[a-z]+@`, `.*.*x`) are not caught here; the time limit on each check stops those. Reads
+ * ECMAScript syntax as Ajv compiles it (flag `u`); for text that is no regex the answer does not
+ * matter, since Ajv refuses it.
+ */
+function backtracksExponentially(pattern: string): boolean {
+  /** Per open group (the whole pattern first): whether something in it repeats a variable number of times. */
+  const groups: boolean[] = [false];
+  /** Whether the atom just read is a group holding a variable repetition. */
+  let atomIsVariableGroup = false;
+  let index = 0;
+  while (index < pattern.length) {
+    const rest = pattern.slice(index, index + 64);
+    const char = pattern[index]!;
+    let quantifier: RegExpExecArray | null = null;
+    if (char === '\\') {
+      index += BRACED_ESCAPE.exec(rest)?.[0].length ?? 2;
+      atomIsVariableGroup = false;
+    } else if (char === '[') {
+      index += 1;
+      while (index < pattern.length && pattern[index] !== ']') index += pattern[index] === '\\' ? 2 : 1;
+      index += 1;
+      atomIsVariableGroup = false;
+    } else if (char === '(') {
+      groups.push(false);
+      index += GROUP_OPENING.exec(rest)![0].length;
+    } else if (char === ')') {
+      atomIsVariableGroup = groups.length > 1 ? groups.pop()! : false;
+      if (atomIsVariableGroup) groups[groups.length - 1] = true;
+      index += 1;
+    } else if ((quantifier = QUANTIFIER.exec(rest)) !== null) {
+      const [text, symbol, min, comma, max] = quantifier;
+      const unbounded = symbol === '*' || symbol === '+' || max === '';
+      if (unbounded && atomIsVariableGroup) return true;
+      const fixedCount = min !== undefined && (comma === undefined || max === min);
+      if (!fixedCount) groups[groups.length - 1] = true;
+      atomIsVariableGroup = false;
+      index += text.length;
+    } else {
+      atomIsVariableGroup = false;
+      index += 1;
+    }
+  }
+  return false;
 }

@@ -11,7 +11,7 @@
  * Every ref has already been parsed and held to the request's project (`weave-refs.ts`).
  */
 import { BadRequestError, NotFoundError } from '../errors.js';
-import { quote } from '../quote.js';
+import { clip, quote } from '../quote.js';
 import type { FeedbackCreateReq } from '../../wire/feedback.js';
 import { checkAnnotationValue } from './annotation-spec.js';
 import { expectRefKind, versionRef, type WeaveRef } from './weave-refs.js';
@@ -54,7 +54,7 @@ function checkAnnotation(request: FeedbackCreateReq, ref: WeaveRef | undefined, 
   const name = subtypeName(request.feedback_type, ANNOTATION_FEEDBACK_PREFIX, 'annotation');
   if (ref === undefined) throw new BadRequestError('annotation_ref is required for annotation feedback');
   const spec = versionRef('annotation_ref', ref, ['object']);
-  if (spec.name !== name) throw new BadRequestError(`annotation_ref must point to an object with name ${name}`);
+  if (spec.name !== name) throw new BadRequestError(`annotation_ref must point to an object with name ${clip(name)}`);
   if (spec.extra.length > 0) {
     throw new BadRequestError('annotation_ref must name an annotation spec version, not a path inside one');
   }
@@ -73,7 +73,7 @@ function checkRunnable(request: FeedbackCreateReq, refs: FeedbackRefs): void {
   const name = subtypeName(request.feedback_type, RUNNABLE_FEEDBACK_PREFIX, 'runnable');
   if (refs.runnable_ref === undefined) throw new BadRequestError('runnable_ref is required for runnable feedback');
   const runnable = versionRef('runnable_ref', refs.runnable_ref, ['op', 'object']);
-  if (runnable.name !== name) throw new BadRequestError(`runnable_ref must point to an object with name ${name}`);
+  if (runnable.name !== name) throw new BadRequestError(`runnable_ref must point to an object with name ${clip(name)}`);
   if (runnable.kind === 'op' && refs.call_ref === undefined) {
     throw new BadRequestError('call_ref is required for runnable feedback on ops');
   }
