@@ -11,7 +11,7 @@ import { createBodyValidatorCompiler } from './body-validation.js';
 import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
-import { isUtf8Body, NOT_UTF8_REASON, utf8BodyText } from './json-body-text.js';
+import { isUtf8Body, MAX_JSON_CONTAINERS, NOT_UTF8_REASON, opensTooManyContainers, utf8BodyText } from './json-body-text.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 import type { VerbatimBodyReader } from './verbatim-body.js';
@@ -158,6 +158,10 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
   const parseBytes = (request: FastifyRequest, bytes: Buffer, done: BodyParsed): void => {
     if (!isUtf8Body(bytes)) {
       done(new BadRequestError(`Malformed JSON body: ${NOT_UTF8_REASON}`), undefined);
+      return;
+    }
+    if (opensTooManyContainers(bytes)) {
+      done(new HttpError(413, `Request too large: more than ${MAX_JSON_CONTAINERS} objects and lists in one body`), undefined);
       return;
     }
     const readVerbatim = request.routeOptions.config.readBodyVerbatim;

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { MAX_NODES_FOR_EVERY_ERROR } from '../../src/server/body-validation.js';
+import { MAX_JSON_CONTAINERS } from '../../src/server/json-body-text.js';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -102,6 +103,27 @@ describe('422 for huge invalid bodies', () => {
       expect(response.status).toBe(422);
       const { detail } = (await response.json()) as { detail: Array<{ loc: unknown[] }> };
       expect(detail.map((issue) => issue.loc)).toEqual([['body', 'filter', 'call_ids', 0]]);
+    }
+  });
+});
+
+// 32 MiB of `{},{},...` is 31 KB gzipped, and JSON.parse made 1.2 GB of it, for 6.5 s per request.
+describe('bodies that open more objects and lists than any real body', () => {
+  it('answers 413 before parsing, on JSON routes and OTLP/JSON alike', async () => {
+    const items = MAX_JSON_CONTAINERS + 1;
+    const bomb = gzipSync(`{"project_id":"acme/v","query":{"$expr":{"$and":[${'{},'.repeat(items - 1)}{}]}}}`);
+    const otlpBomb = gzipSync(`{"resourceSpans":[${'[],'.repeat(items - 1)}[]]}`);
+    for (const [path, body] of [
+      ['/calls/stream_query', bomb],
+      ['/otel/v1/traces', otlpBomb],
+    ] as const) {
+      const response = await fetch(`${server.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: basicAuth(server) },
+        body,
+      });
+      expect(response.status, path).toBe(413);
+      expect(((await response.json()) as { reason: string }).reason, path).toMatch(/more than 2000000 objects and lists/);
     }
   });
 });

@@ -8,12 +8,12 @@
  * where text belongs) is a {@link MalformedOtlpError} naming the path of the offending value.
  */
 import { setOwn } from '../../mapping/json-values.js';
-import { isUtf8Body, NOT_UTF8_REASON, utf8BodyText } from '../json-body-text.js';
+import { isUtf8Body, MAX_JSON_CONTAINERS, NOT_UTF8_REASON, opensTooManyContainers, utf8BodyText } from '../json-body-text.js';
 import {
   DecodeBudget,
   MAX_ANY_VALUE_DEPTH,
   MalformedOtlpError,
-  type OtlpTooLargeError,
+  OtlpTooLargeError,
   type OtlpAttributes,
   type OtlpEvent,
   type OtlpLink,
@@ -66,6 +66,8 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  */
 export function decodeTraceRequestJson(body: Uint8Array): OtlpTraceRequest {
   if (!isUtf8Body(body)) throw new MalformedOtlpError(NOT_UTF8_REASON);
+  // Before the parse, which is where such a body costs (json-body-text.ts).
+  if (opensTooManyContainers(body)) throw new OtlpTooLargeError(`more than ${MAX_JSON_CONTAINERS} objects and lists in one body`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(utf8BodyText(body));
