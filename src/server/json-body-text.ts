@@ -41,8 +41,11 @@ export function utf8BodyText(bytes: Uint8Array): string {
  */
 export const MAX_JSON_CONTAINERS = 2_000_000;
 
-/** Bodies shorter than this cannot open MAX_JSON_CONTAINERS and are not scanned. */
-const SCAN_FROM_BYTES = MAX_JSON_CONTAINERS;
+/**
+ * Bodies shorter than this cannot open MAX_JSON_CONTAINERS (each takes two bytes, its opening and
+ * its closing) and are not scanned: the exporter's batches (1-2 MB) never are.
+ */
+const SCAN_FROM_BYTES = 2 * MAX_JSON_CONTAINERS;
 
 const OPEN_BRACE = 0x7b;
 const OPEN_BRACKET = 0x5b;
