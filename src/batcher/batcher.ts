@@ -251,6 +251,8 @@ interface Entry<T> {
    * `json`.
    */
   bytes: number;
+  /** The size guess taken at admission, unscaled: what the size correction learns from. */
+  readonly guess: number;
   /**
    * The record's items as UTF-8 JSON separated by commas (what the body carries for it), built
    * once, in `mode`: a view into the batcher's `JsonWriter` slabs, copied into the body.
@@ -356,7 +358,8 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#countDrop('shutdown', 1, 'the exporter was shut down');
       return false;
     }
-    const estimate = this.#sizeCorrection.charge(admissionBytes(this.#estimateBytes, record, this.#options.maxBatchBytes));
+    const guess = admissionBytes(this.#estimateBytes, record, this.#options.maxBatchBytes);
+    const estimate = this.#sizeCorrection.charge(guess);
     if (this.#heldBytes + estimate > this.#options.maxQueueBytes) {
       this.#countDrop('queue_full', 1, `more than maxQueueBytes (${this.#options.maxQueueBytes}) held`);
       return false;
@@ -367,6 +370,7 @@ class QueueBatcher<T> implements Batcher<T> {
       seq: this.#seq,
       state: 'queued',
       bytes: estimate,
+      guess,
       json: undefined,
       items: 0,
       mode: undefined,
@@ -710,7 +714,7 @@ class QueueBatcher<T> implements Batcher<T> {
   #setJson(entry: Entry<T>, json: Uint8Array, items: number, mode: Mode): void {
     // The first serialisation weighs what the guess charged; later ones (a cut, a mode switch)
     // replace a weight, not a guess.
-    if (entry.json === undefined) this.#sizeCorrection.observe(entry.bytes, json.length);
+    if (entry.json === undefined) this.#sizeCorrection.observe(entry.guess, json.length);
     const change = json.length - entry.bytes;
     this.#heldBytes += change;
     if (entry.state === 'queued') this.#pendingBytes += change;

@@ -11,9 +11,10 @@
  *
  * The factor is never below 1: for most spans the guess is already above their JSON (it counts
  * each value twice, as the mapping writes it in `inputs` and in `otel_dump`), and the guess stays
- * what it was for them. It moves once per window of serialised bytes, by the ratio of what those
- * records weighed to what they were charged, so it settles where charges match weights, and
- * falls back towards 1 when the spans that needed it stop.
+ * what it was for them. It is set once per window of serialised bytes to the ratio of what those
+ * records weighed to what they were guessed (the unscaled guesses: records are serialised a batch
+ * at a time, long after their admission, so a ratio to what they were charged would feed the
+ * factor back on itself), and so falls back to 1 when the spans that needed it stop.
  */
 
 /** Serialised bytes between two updates of the factor: a few dozen spans of CJK text. */
@@ -32,7 +33,7 @@ export function scaleCharge(charged: number, factor: number, maxBatchBytes: numb
 
 export class SizeCorrection {
   #factor = 1;
-  #charged = 0;
+  #guessed = 0;
   #weighed = 0;
 
   constructor(readonly maxBatchBytes: number) {}
@@ -48,17 +49,16 @@ export class SizeCorrection {
   }
 
   /**
-   * A record was serialised: it was charged `charged` and weighs `weighed`. A record charged a
-   * whole batch (the cap, or a guess that failed) says nothing about the guesses.
+   * A record was serialised: its size was guessed `guess` (unscaled) and it weighs `weighed`. A
+   * guess of a whole batch (the cap, or a guess that failed) says nothing about the guesses.
    */
-  observe(charged: number, weighed: number): void {
-    if (charged >= this.maxBatchBytes) return;
-    this.#charged += charged;
+  observe(guess: number, weighed: number): void {
+    if (guess >= this.maxBatchBytes) return;
+    this.#guessed += guess;
     this.#weighed += weighed;
     if (this.#weighed < WINDOW_BYTES) return;
-    const factor = (this.#factor * this.#weighed) / this.#charged;
-    this.#factor = Math.min(MAX_SIZE_CORRECTION, Math.max(1, factor));
-    this.#charged = 0;
+    this.#factor = Math.min(MAX_SIZE_CORRECTION, Math.max(1, this.#weighed / this.#guessed));
+    this.#guessed = 0;
     this.#weighed = 0;
   }
 }

@@ -491,20 +491,25 @@ describe('bounded memory (SPEC §4.3)', () => {
   // CJK text weighs 3 bytes a character in JSON, a control character 6; the guess counts 1.
   it('keeps the bound when records weigh several times their size guess, by learning the ratio', async () => {
     const gate = deferred<SendOutcome>();
-    // The batches the two send slots take (40 records) are weighed while their requests hang.
-    const { codec, batcher } = setup({ maxQueueBytes: 1_000_000, maxBatchItems: 40, concurrency: 2 }, () => gate.promise);
+    // The batches the two send slots take (200 records, ~10 windows of weighing each) are weighed
+    // while their requests hang.
+    const { codec, batcher } = setup({ maxQueueBytes: 4_000_000, maxBatchItems: 400, concurrency: 2 }, () => gate.promise);
     const weight = (item: TestRecord): number => toUpsertBytes(item) + 1;
     codec.estimateBytes = (item) => Math.ceil(weight(item) / 3);
     let admitted = 0;
-    for (let index = 0; index < 2000; index += 1) {
+    for (let index = 0; index < 4000; index += 1) {
       const item = record(index, 'x'.repeat(3000));
       if (batcher.add(item)) admitted += weight(item);
       // Spans come over many turns of the event loop, as an application makes them.
       if (index % 10 === 9) await settle();
     }
+    // The ratio of weight to guess (3), not more: an overshoot would refuse spans with room left.
     expect(batcher.sizeCorrection()).toBeGreaterThan(2.5);
-    // Only what was admitted before the first records were weighed exceeds the bound.
-    expect(admitted).toBeLessThanOrEqual(1_000_000 * 1.25);
+    expect(batcher.sizeCorrection()).toBeLessThan(3.5);
+    // Only what was admitted before the first records were weighed exceeds the bound; and the
+    // bound is used, not refused early.
+    expect(admitted).toBeLessThanOrEqual(4_000_000 * 1.25);
+    expect(admitted).toBeGreaterThanOrEqual(4_000_000 * 0.75);
     expect(batcher.stats().dropped.queue_full).toBeGreaterThan(0);
     gate.resolve(OK);
     await batcher.forceFlush();
