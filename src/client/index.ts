@@ -49,7 +49,6 @@ export interface RequestOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Body of `callsComplete`: the `/v2/{entity}/{project}/calls/complete` path comes from `project_id`. */
 /**
  * A calls query as the client takes it: its `columns` typed, so that the calls it answers have the
  * fields those columns select (`CallWithColumns`): `columns: ['inputs.question']` gives calls with
@@ -59,6 +58,7 @@ export type CallsQueryInput<C extends readonly string[] | null | undefined = und
   columns?: C;
 };
 
+/** Body of `callsComplete`: the `/v2/{entity}/{project}/calls/complete` path comes from `project_id`. */
 export interface CallsCompleteInput extends CallsCompleteReq {
   readonly project_id: string;
 }

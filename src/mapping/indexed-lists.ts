@@ -1,5 +1,6 @@
 /**
- * Indexed objects -> lists (SPEC §3), as the hosted service converts the values it extracts.
+ * Indexed objects -> lists, as the hosted service converts the values it extracts (SPEC §3 asks for
+ * its mapping; this rule of it the specification does not spell out).
  *
  * Instrumentations flatten message lists into indexed keys (OpenLLMetry's `gen_ai.prompt.0.role`,
  * `gen_ai.prompt.1.content`), which unflatten to `{"0": {...}, "1": {...}}`. The hosted service

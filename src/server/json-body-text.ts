@@ -43,7 +43,8 @@ export const MAX_JSON_CONTAINERS = 2_000_000;
 
 /**
  * Bodies shorter than this cannot open MAX_JSON_CONTAINERS (each takes two bytes, its opening and
- * its closing) and are not scanned: the exporter's batches (1-2 MB) never are.
+ * its closing) and are not scanned: the exporter's usual batches (1-2 MB: 1000 items) are not;
+ * one near `maxBatchBytes` (10 MiB by default) is, in ~8 ms.
  */
 const SCAN_FROM_BYTES = 2 * MAX_JSON_CONTAINERS;
 

@@ -7,9 +7,8 @@
  */
 import { mkdtemp } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { networkInterfaces } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/server/app.js';
 import { CLOSE_GRACE_MS, startServer } from '../../src/server/index.js';
@@ -282,7 +281,9 @@ describe('connections a client holds (slow bodies, stalled readers)', () => {
   });
 
   it('ends a request whose body trickles past requestTimeoutMs (408), and an idle connection after idleTimeoutMs', async () => {
-    const running = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }], requestTimeoutMs: 1000, idleTimeoutMs: 600 });
+    // The idle timeout far above the drip's pace, so a busy machine's pauses cannot close it first.
+    const running = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }], requestTimeoutMs: 1000, idleTimeoutMs: 10_000 });
+    const idle = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }], idleTimeoutMs: 600 });
     try {
       const head = `POST /call/start HTTP/1.1\r\nHost: x\r\nAuthorization: ${basicAuth(dev)}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`;
       const { hostname, port } = new URL(running.url);
@@ -297,9 +298,9 @@ describe('connections a client holds (slow bodies, stalled readers)', () => {
       clearInterval(drip);
       expect(received.split('\r\n', 1)[0]).toBe('HTTP/1.1 408 Request Timeout');
 
-      expect(await holdConnection(running.url, '', 5000)).toEqual({ status: '', closedByServer: true });
+      expect(await holdConnection(idle.url, '', 5000)).toEqual({ status: '', closedByServer: true });
     } finally {
-      await running.close();
+      await Promise.all([running.close(), idle.close()]);
     }
   });
 
@@ -344,8 +345,7 @@ describe('connections a client holds (slow bodies, stalled readers)', () => {
           await response.arrayBuffer();
           return response.status;
         });
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(await query()).toBe(503);
+      await vi.waitFor(async () => expect(await query()).toBe(503), { timeout: 5_000, interval: 100 });
       // Once the stalled connection has been idle for idleTimeoutMs it is closed, and its slot freed.
       await vi.waitFor(async () => expect(await query()).toBe(200), { timeout: 10_000, interval: 250 });
       stalled.destroy();

@@ -81,6 +81,42 @@ async function readCall(projectId: string, id: string): Promise<any> {
   return response.body.call;
 }
 
+/**
+ * Whether `id`'s call reads the same from `direct` (written by CallbridgeExporter) and `viaOtlp`
+ * (written over OTLP), but for the project and the writer, and its stored `otel_dump` too; the
+ * two calls and the two dumps, for further checks.
+ */
+async function expectSameCallBothWays(direct: string, viaOtlp: string, id: string): Promise<{ call: any; dump: any }> {
+  const [fromExporter, fromOtlp] = [await readCall(direct, id), await readCall(viaOtlp, id)];
+  expect(fromExporter).not.toBeNull();
+  for (const call of [fromExporter, fromOtlp]) {
+    delete call.project_id;
+    delete call.wb_user_id;
+  }
+  expect(fromOtlp).toEqual(fromExporter);
+  // otel_dump is not in the read form: compare what is stored.
+  const db = openSqlite(server.dbPath, { readonly: true });
+  try {
+    const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
+    const [fromExporterDump, fromOtlpDump] = [direct, viaOtlp].map((projectId) =>
+      JSON.parse((dump.get(projectId, id) as { otel_dump: string }).otel_dump),
+    );
+    expect(fromOtlpDump).toEqual(fromExporterDump);
+    return { call: fromExporter, dump: fromExporterDump };
+  } finally {
+    db.close();
+  }
+}
+
+/** A provider sending each span through CallbridgeExporter (this tree's mapping, on the main thread), OTLP/HTTP and memory. */
+function bothWays(direct: string, viaOtlp: string): { provider: ReturnType<typeof providerWith>; memory: InMemorySpanExporter } {
+  const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, deliveryThread: 'main', ...DEV });
+  const otlp = new OTLPTraceExporter({ url: server.url + PATH, headers: { Authorization: basicAuth(DEV), project_id: viaOtlp } });
+  const memory = new InMemorySpanExporter();
+  const provider = providerWith([new SimpleSpanProcessor(callbridge), new SimpleSpanProcessor(otlp), new SimpleSpanProcessor(memory)]);
+  return { provider, memory };
+}
+
 async function expectStored(projectId: string, spans: ReadableSpan[]): Promise<void> {
   for (const span of spans) {
     const call = await readCall(projectId, span.spanContext().spanId);
@@ -138,26 +174,7 @@ describe('the same call whichever way it travels', () => {
     const ids = memory.getFinishedSpans().map((span) => span.spanContext().spanId);
     await provider.shutdown();
     expect(ids).toHaveLength(4);
-
-    const db = openSqlite(server.dbPath, { readonly: true });
-    try {
-      const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
-      for (const id of ids) {
-        const fromExporter = await readCall(direct, id);
-        const fromOtlp = await readCall(viaOtlp, id);
-        expect(fromExporter).not.toBeNull();
-        for (const call of [fromExporter, fromOtlp]) {
-          delete call.project_id;
-          delete call.wb_user_id;
-        }
-        expect(fromOtlp).toEqual(fromExporter);
-        // otel_dump is not in the read form: compare what is stored.
-        const stored = [direct, viaOtlp].map((projectId) => (dump.get(projectId, id) as { otel_dump: string }).otel_dump);
-        expect(JSON.parse(stored[1]!)).toEqual(JSON.parse(stored[0]!));
-      }
-    } finally {
-      db.close();
-    }
+    for (const id of ids) await expectSameCallBothWays(direct, viaOtlp, id);
   });
 });
 
@@ -165,11 +182,7 @@ describe('the same call whichever way it travels, for spans at the edges of the 
   it('deep JSON text, astral names, an empty scope version: equal calls, none lost', async () => {
     const direct = project();
     const viaOtlp = project();
-    // The mapping of this tree (src), not the built worker's.
-    const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, deliveryThread: 'main', ...DEV });
-    const otlp = new OTLPTraceExporter({ url: server.url + PATH, headers: { Authorization: basicAuth(DEV), project_id: viaOtlp } });
-    const memory = new InMemorySpanExporter();
-    const provider = providerWith([new SimpleSpanProcessor(callbridge), new SimpleSpanProcessor(otlp), new SimpleSpanProcessor(memory)]);
+    const { provider, memory } = bothWays(direct, viaOtlp);
     const tracer = provider.getTracer('edge-scope', '');
     const deep = `${'['.repeat(600)}${']'.repeat(600)}`;
     tracer.startSpan('deep', { attributes: { 'input.value': deep, other: 'x' } }).end();
@@ -178,40 +191,19 @@ describe('the same call whichever way it travels, for spans at the edges of the 
     const ids = memory.getFinishedSpans().map((span) => span.spanContext().spanId);
     await provider.shutdown();
     expect(ids).toHaveLength(2);
-
-    const db = openSqlite(server.dbPath, { readonly: true });
-    try {
-      const dump = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?');
-      for (const id of ids) {
-        const [fromExporter, fromOtlp] = [await readCall(direct, id), await readCall(viaOtlp, id)];
-        expect(fromExporter).not.toBeNull();
-        for (const call of [fromExporter, fromOtlp]) {
-          delete call.project_id;
-          delete call.wb_user_id;
-        }
-        expect(fromOtlp).toEqual(fromExporter);
-        const stored = [direct, viaOtlp].map((projectId) => JSON.parse((dump.get(projectId, id) as { otel_dump: string }).otel_dump));
-        expect(stored[1]).toEqual(stored[0]);
-        expect(stored[0].scope).toEqual({ name: 'edge-scope', version: null });
-      }
-      const [deepCall, namedCall] = await Promise.all(ids.map((id) => readCall(direct, id)));
-      expect(deepCall.inputs).toEqual({ 'input.value': deep });
-      expect(deepCall.attributes._callbridge_mapping_error).toMatch(/^input\.value: JSON text nested deeper than 495 levels/);
-      expect(namedCall.op_name).toBe(`model call ${'🤖'.repeat(80)}`);
-      expect(namedCall.display_name).toBe('日本😀'.repeat(300));
-    } finally {
-      db.close();
-    }
+    const deepText = await expectSameCallBothWays(direct, viaOtlp, ids[0]!);
+    const named = await expectSameCallBothWays(direct, viaOtlp, ids[1]!);
+    for (const { dump } of [deepText, named]) expect(dump.scope).toEqual({ name: 'edge-scope', version: null });
+    expect(deepText.call.inputs).toEqual({ 'input.value': deep });
+    expect(deepText.call.attributes._callbridge_mapping_error).toMatch(/^input\.value: JSON text nested deeper than 495 levels/);
+    expect(named.call.op_name).toBe(`model call ${'🤖'.repeat(80)}`);
+    expect(named.call.display_name).toBe('日本😀'.repeat(300));
   });
 
   it('indexed gen_ai.prompt.N.* keys: stored as a list on either way, the stored otel_dump keeps them indexed', async () => {
     const direct = project();
     const viaOtlp = project();
-    // The mapping of this tree (src), not the built worker's.
-    const callbridge = new CallbridgeExporter({ baseUrl: server.url, projectId: direct, deliveryThread: 'main', ...DEV });
-    const otlp = new OTLPTraceExporter({ url: server.url + PATH, headers: { Authorization: basicAuth(DEV), project_id: viaOtlp } });
-    const memory = new InMemorySpanExporter();
-    const provider = providerWith([new SimpleSpanProcessor(callbridge), new SimpleSpanProcessor(otlp), new SimpleSpanProcessor(memory)]);
+    const { provider, memory } = bothWays(direct, viaOtlp);
     provider
       .getTracer('opentelemetry.instrumentation.openai', '0.40.0')
       .startSpan('openai.chat', {
@@ -231,29 +223,18 @@ describe('the same call whichever way it travels, for spans at the edges of the 
     await provider.shutdown();
     const id = span!.spanContext().spanId;
 
-    const [fromExporter, fromOtlp] = [await readCall(direct, id), await readCall(viaOtlp, id)];
-    expect(fromOtlp.inputs).toEqual({
+    const { call, dump } = await expectSameCallBothWays(direct, viaOtlp, id);
+    expect(call.inputs).toEqual({
       'gen_ai.prompt': [
         { role: 'user', content: 'Weather in Amsterdam?' },
         { role: 'assistant', content: 'Cloudy.' },
       ],
     });
-    expect(fromOtlp.output).toEqual({ 'gen_ai.completion': [{ content: 'Still cloudy.' }] });
-    for (const call of [fromExporter, fromOtlp]) {
-      delete call.project_id;
-      delete call.wb_user_id;
-    }
-    expect(fromOtlp).toEqual(fromExporter);
-    const db = openSqlite(server.dbPath, { readonly: true });
-    try {
-      const stored = db.prepare('SELECT otel_dump FROM calls WHERE project_id = ? AND id = ?').get(viaOtlp, id) as { otel_dump: string };
-      expect(JSON.parse(stored.otel_dump).attributes.gen_ai.prompt).toEqual({
-        0: { role: 'user', content: 'Weather in Amsterdam?' },
-        1: { role: 'assistant', content: 'Cloudy.' },
-      });
-    } finally {
-      db.close();
-    }
+    expect(call.output).toEqual({ 'gen_ai.completion': [{ content: 'Still cloudy.' }] });
+    expect(dump.attributes.gen_ai.prompt).toEqual({
+      0: { role: 'user', content: 'Weather in Amsterdam?' },
+      1: { role: 'assistant', content: 'Cloudy.' },
+    });
   });
 });
 
@@ -504,6 +485,9 @@ describe('what one request may decode to', () => {
     const projectId = project();
     const spansThatFit = Math.floor((MAX_DECODED_BYTES_PER_REQUEST - DECODED_BYTES.resourceSpans - DECODED_BYTES.scopeSpans) / DECODED_BYTES.span);
     expect(spansThatFit).toBeGreaterThan(4 * 8192); // far above the collector's default batch
+    // A collector's default batch of LLM spans (which flatten messages into dozens of attributes)
+    // fits: the collector does not split a batch refused with 413.
+    expect(8192 * (DECODED_BYTES.span + 60 * DECODED_BYTES.keyValue + 2 * DECODED_BYTES.event)).toBeLessThan(MAX_DECODED_BYTES_PER_REQUEST);
     const atLimit = requestOfSpans(Buffer.concat([validSpan('00000000000000e1'), emptyFields(2, spansThatFit - 1)]));
     const accepted = await send(gzipSync(atLimit), { encoding: 'gzip', projectId });
     expect(accepted.status, accepted.text.slice(0, 200)).toBe(200);

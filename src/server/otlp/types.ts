@@ -123,11 +123,13 @@ export type DecodedElement = keyof typeof DECODED_BYTES;
  * What one request may decode to, in {@link DECODED_BYTES}. The body limit bounds bytes, not
  * objects: without this, 31 KB of gzip inflating to 16 M empty spans took 4.7 GB and aborted the
  * server, and a plain 29 MiB body of 1 M spans with ids peaked at 2.4 GB. At this bound a request
- * holds 40 000 spans without attributes (OTel SDKs export 512 per request by default, the
- * collector batches 8192), or 8192 spans with 25 attributes and 2 events each, while the worst
- * body of each element kind peaks under 200 MB above the server's idle memory (measured).
+ * holds 80 000 spans without attributes (OTel SDKs export 512 per request by default), or a
+ * collector's default batch of 8192 spans with up to ~80 attributes each (LLM instrumentations
+ * flatten messages into dozens: a collector does not split a batch refused with 413, so its
+ * default batch must fit), while the worst body of each element kind peaks at about twice the
+ * 200 MB measured at half this bound.
  */
-export const MAX_DECODED_BYTES_PER_REQUEST = 160_000_000;
+export const MAX_DECODED_BYTES_PER_REQUEST = 320_000_000;
 
 /** Thrown by the decoders once a request passes {@link MAX_DECODED_BYTES_PER_REQUEST}; the route answers 413. */
 export class OtlpTooLargeError extends Error {

@@ -36,8 +36,13 @@ export function unicodeLower(text: string): string {
   return lower.includes('ς') ? lower.replaceAll('ς', 'σ') : lower;
 }
 
-/** A whole text that is a decimal number: sign, digits with at most one dot, optional exponent. */
-const NUMERIC_TEXT = /^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
+/**
+ * A whole text that is a decimal number: sign, digits with at most one dot, optional exponent.
+ * Written so that a run of digits can match one way only (`[0-9]+(?:\.[0-9]*)?`, not
+ * `[0-9]+\.?[0-9]*`): this runs on stored text, and the ambiguous form backtracked quadratically
+ * on a long run of digits that ends in something else (0.8 s for 40 000 digits, measured).
+ */
+const NUMERIC_TEXT = /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/;
 
 /**
  * The number a text reads as when the whole text is one (`42`, `-1.5e3`, `.5`, `+7`), else null

@@ -17,11 +17,11 @@
  * project: a spec is written by anyone with write access to one project, yet one value checked
  * against `{"pattern": "^(a+)+$"}` would freeze every request of every user for as long as the
  * regex backtracks (9 s for 29 characters, twice that per added one). So a spec whose `pattern`
- * or `patternProperties` key repeats a variable-length part inside an unbounded repetition (the
- * shape that backtracks exponentially) is refused with a 400 naming the pattern, before any value
- * is checked; and because quadratic patterns pass that check (`[a-z]+@` scans a 1 MiB value for
- * minutes) as does `uniqueItems` over a long list, checking one value is also stopped after
- * {@link MAX_VALIDATION_MS} (a 400). Specs are bounded like every object (size and depth).
+ * or `patternProperties` key repeats without bound a part that is one piece of variable length
+ * (the shape that backtracks exponentially; see backtracksExponentially) is refused with a 400
+ * naming the pattern, before any value is checked; and because other slow shapes pass that check
+ * (`[a-z]+@` scans a 1 MiB value for minutes, `(a|a)*` is exponential too) as does `uniqueItems`
+ * over a long list, checking one value is also stopped after {@link MAX_VALIDATION_MS} (a 400). Specs are bounded like every object (size and depth).
  */
 import { createContext, Script } from 'node:vm';
 import { Ajv, type Options, type ValidateFunction } from 'ajv';
@@ -152,7 +152,7 @@ function compile(spec: unknown): ValidateFunction | BadRequestError {
   if (backtracking !== undefined) {
     return new BadRequestError(
       `The annotation spec's field_schema has the pattern ${quote(backtracking)}, which can take exponential time: ` +
-        'it repeats, without bound, a part that itself repeats a variable number of times (as in "(a+)+")',
+        'it repeats, without bound, a part that is one piece of variable length, but for optional ones (as in "(a+)+")',
     );
   }
   try {
@@ -214,21 +214,34 @@ const QUANTIFIER = /^(?:([*+?])|\{(\d+)(,(\d*))?\})\??/;
 /** An escape whose braces belong to it, not to a quantifier: `\p{L}`, `\u{1F600}`. */
 const BRACED_ESCAPE = /^\\[pPu]\{[^}]*\}/;
 
+/** One atom of a pattern as the check sees it: whether it must match, whether its length varies. */
+interface PatternAtom {
+  required: boolean;
+  varies: boolean;
+  /** A group's atoms. */
+  readonly body?: readonly PatternAtom[];
+}
+
 /**
- * Whether a regex has an unbounded repetition (`*`, `+`, `{n,}`) of a group that contains a
- * variable-length repetition (`(a+)+`, `(\w+\s?)*`, `(.*,)*`, `(a{1,2})*`): the star-height test
- * of safe-regex, narrowed to the repetitions that can split one input many ways, so the common
- * `(-\d{2})?` and `(\d{1,3}\.){3}` pass. It also refuses some that a delimiter makes safe
- * (`([a-z]+\.)+`). Overlapping alternatives (`(a|a)*`), backreferences and polynomial shapes
- * (`[a-z]+@`, `.*.*x`) are not caught here; the time limit on each check stops those. Reads
- * ECMAScript syntax as Ajv compiles it (flag `u`); for text that is no regex the answer does not
- * matter, since Ajv refuses it.
+ * Whether a regex repeats without bound (`*`, `+`, `{n,}`) a group that can split one input many
+ * ways: a group that is, but for optional atoms, a single atom of variable length (`(a+)+`,
+ * `(\w+\s?)*`, `(a{1,2})*`, `((a+))*`), or one whose atoms are all optional and some of variable
+ * length (`(a?b?)*`). Shapes where a required atom of fixed length delimits each repetition
+ * (`(-[a-z0-9]+)*`, `(\.\d+)*`, `([a-z]+\.)+`) are linear and pass, as do bounded repetitions
+ * (`(\d{1,3}\.){3}`). Overlapping alternatives (`(a|a)*`), `(.*,)*`, backreferences and
+ * polynomial shapes (`[a-z]+@`) are not caught here; the time limit on each check stops those.
+ * Reads ECMAScript syntax as Ajv compiles it (flag `u`); for text that is no regex the answer
+ * does not matter, since Ajv refuses it.
  */
 function backtracksExponentially(pattern: string): boolean {
-  /** Per open group (the whole pattern first): whether something in it repeats a variable number of times. */
-  const groups: boolean[] = [false];
-  /** Whether the atom just read is a group holding a variable repetition. */
-  let atomIsVariableGroup = false;
+  /** The atoms of each open group, the whole pattern first. */
+  const groups: PatternAtom[][] = [[]];
+  /** The atom just read, which a quantifier applies to. */
+  let last: PatternAtom | undefined;
+  const read = (atom: PatternAtom): void => {
+    groups[groups.length - 1]!.push(atom);
+    last = atom;
+  };
   let index = 0;
   while (index < pattern.length) {
     const rest = pattern.slice(index, index + 64);
@@ -236,31 +249,47 @@ function backtracksExponentially(pattern: string): boolean {
     let quantifier: RegExpExecArray | null = null;
     if (char === '\\') {
       index += BRACED_ESCAPE.exec(rest)?.[0].length ?? 2;
-      atomIsVariableGroup = false;
+      read({ required: true, varies: false });
     } else if (char === '[') {
       index += 1;
       while (index < pattern.length && pattern[index] !== ']') index += pattern[index] === '\\' ? 2 : 1;
       index += 1;
-      atomIsVariableGroup = false;
+      read({ required: true, varies: false });
     } else if (char === '(') {
-      groups.push(false);
+      groups.push([]);
+      last = undefined;
       index += GROUP_OPENING.exec(rest)![0].length;
     } else if (char === ')') {
-      atomIsVariableGroup = groups.length > 1 ? groups.pop()! : false;
-      if (atomIsVariableGroup) groups[groups.length - 1] = true;
+      const body = groups.length > 1 ? groups.pop()! : [];
+      read({ required: true, varies: body.some((atom) => atom.varies), body });
+      index += 1;
+    } else if (char === '|') {
+      // Alternatives may differ in length: the group varies, and no branch's atoms are required.
+      for (const atom of groups[groups.length - 1]!) atom.required = false;
+      read({ required: false, varies: true });
+      last = undefined;
       index += 1;
     } else if ((quantifier = QUANTIFIER.exec(rest)) !== null) {
       const [text, symbol, min, comma, max] = quantifier;
       const unbounded = symbol === '*' || symbol === '+' || max === '';
-      if (unbounded && atomIsVariableGroup) return true;
+      if (unbounded && last?.body !== undefined && splitsManyWays(last.body)) return true;
       const fixedCount = min !== undefined && (comma === undefined || max === min);
-      if (!fixedCount) groups[groups.length - 1] = true;
-      atomIsVariableGroup = false;
+      if (last !== undefined) {
+        if (!fixedCount) last.varies = true;
+        if (symbol === '*' || symbol === '?' || min === '0') last.required = false;
+      }
+      last = undefined;
       index += text.length;
     } else {
-      atomIsVariableGroup = false;
+      read({ required: true, varies: false });
       index += 1;
     }
   }
   return false;
+}
+
+/** Whether repeating a group of these atoms can split one input many ways (see backtracksExponentially). */
+function splitsManyWays(body: readonly PatternAtom[]): boolean {
+  const required = body.filter((atom) => atom.required);
+  return required.length === 0 ? body.some((atom) => atom.varies) : required.length === 1 && required[0]!.varies;
 }

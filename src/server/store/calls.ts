@@ -5,7 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import type { SqliteDatabase } from './sqlite.js';
-import { BadRequestError, NotFoundError } from '../errors.js';
+import { BadRequestError } from '../errors.js';
 import { compileQuery, compileSortTerms } from '../query/index.js';
 import { quote } from '../quote.js';
 import { nowInstant } from '../timestamps.js';
