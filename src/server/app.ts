@@ -113,9 +113,11 @@ export function buildApp(options: AppOptions): FastifyInstance {
     if (status >= 500) request.log.error({ err: error }, 'internal error');
     if (status === 401) {
       reply.header('WWW-Authenticate', WWW_AUTHENTICATE);
-      // The body was never read: closing costs the client a reconnect, reading it would cost the
-      // server a stranger's upload of any length.
-      reply.header('Connection', 'close');
+      // The body was never read. Node reads what is left of a request it answered, so a client still
+      // sending gets its 401 (closing would show it a reset instead, which an exporter would retry
+      // as a network error); a body declared past the limit, or of no declared length, would cost
+      // the server a stranger's upload of any length, and the connection is closed instead.
+      if (!hasBodyWithinLimit(request, options.maxBodyBytes)) reply.header('Connection', 'close');
     }
     if (error instanceof ServiceUnavailableError) reply.header('Retry-After', String(error.retryAfterSeconds));
     void reply.code(status).type('application/json; charset=utf-8').send(body);
@@ -187,6 +189,14 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
       (error: unknown) => done(error as Error, undefined),
     );
   });
+}
+
+/** Whether the request declares a body length (0 included) within `maxBodyBytes`. */
+function hasBodyWithinLimit(request: FastifyRequest, maxBodyBytes: number): boolean {
+  const declared = request.headers['content-length'];
+  if (declared === undefined) return request.headers['transfer-encoding'] === undefined;
+  const length = Number(declared);
+  return Number.isInteger(length) && length <= maxBodyBytes;
 }
 
 /** A content-type parser's callback (Fastify does not export its type). */

@@ -280,6 +280,19 @@ describe('connections a client holds (slow bodies, stalled readers)', () => {
     expect(held).toEqual({ status: 'HTTP/1.1 401 Unauthorized', closedByServer: true });
   });
 
+  it('reads a body within the limit after a 401, so a client still sending sees the 401, not a reset', async () => {
+    const body = JSON.stringify({ batch: [], padding: 'x'.repeat(8 * 1024 * 1024) });
+    for (const credentials of [undefined, basicAuth({ username: 'dev', password: 'wrong' })]) {
+      const response = await fetch(`${server.url}/call/upsert_batch`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(credentials === undefined ? {} : { authorization: credentials }) },
+        body,
+      });
+      expect(response.status).toBe(401);
+      await response.arrayBuffer();
+    }
+  });
+
   it('ends a request whose body trickles past requestTimeoutMs (408), and an idle connection after idleTimeoutMs', async () => {
     // The idle timeout far above the drip's pace, so a busy machine's pauses cannot close it first.
     const running = await startServer({ port: 0, dbPath: ':memory:', users: [{ ...dev, entities: ['*'] }], requestTimeoutMs: 1000, idleTimeoutMs: 10_000 });
