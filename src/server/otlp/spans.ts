@@ -10,6 +10,7 @@ import {
   type SpanInput,
   type SpanLinkInput,
 } from '../../mapping/index.js';
+import { clip } from '../quote.js';
 import type { OtlpLink, OtlpResource, OtlpScope, OtlpSpan } from './types.js';
 
 const TRACE_ID = /^[0-9a-f]{32}$/;
@@ -75,7 +76,8 @@ export function toResourceInput(resource: OtlpResource): SpanInput['resource'] {
 
 /** How a rejected span is named in `error_message`. */
 export function describeSpan(span: OtlpSpan): string {
-  return `name=${JSON.stringify(clip(span.name))} trace_id=${JSON.stringify(clip(span.traceId))} span_id=${JSON.stringify(clip(span.spanId))}`;
+  // Clipped: hostile names and ids would make the message as large as the body.
+  return `name=${JSON.stringify(clip(span.name, 64))} trace_id=${JSON.stringify(clip(span.traceId, 64))} span_id=${JSON.stringify(clip(span.spanId, 64))}`;
 }
 
 function toLinkInput(link: OtlpLink): SpanLinkInput {
@@ -98,9 +100,4 @@ function idProblem(id: string, shape: RegExp, field: string, bytes: number): str
   if (!shape.test(id)) return `${field} must be ${bytes} bytes (${bytes * 2} hex characters)`;
   if (ALL_ZEROS.test(id)) return `${field} is all zeros`;
   return undefined;
-}
-
-/** Keeps hostile names and ids from making the error message as large as the body. */
-function clip(text: string): string {
-  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
 }
