@@ -13,7 +13,7 @@
  * text's `JSON.parse` (measured, Node 20: ~0.28 µs for 1.8 KB of chat messages, which take
  * ~2.9 µs to parse; bench/results/scratch/mapping-fix).
  */
-import { MAX_JSON_DEPTH } from '../wire/digest.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../wire/digest.js';
 
 /**
  * How deep an attribute's value can sit in a stored call, above its key's own segments. Deepest:
@@ -76,26 +76,4 @@ function segmentCount(key: string): number {
   let count = 1;
   for (let at = key.indexOf('.'); at !== -1; at = key.indexOf('.', at + 1)) count++;
   return count;
-}
-
-/**
- * Whether the container `value` holds more than `levels` levels of nested containers, itself
- * included. Recursive, but never past `levels` frames (under MAX_JSON_DEPTH); members that are
- * not containers are skipped without a call (a chat message is mostly text).
- */
-function nestsDeeperThan(value: object, levels: number): boolean {
-  if (levels <= 0) return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      if (typeof item === 'object' && item !== null && nestsDeeperThan(item, levels - 1)) return true;
-    }
-    return false;
-  }
-  const record = value as Record<string, unknown>;
-  for (const key in record) {
-    const item = record[key];
-    if (typeof item === 'object' && item !== null && nestsDeeperThan(item, levels - 1)) return true;
-  }
-  return false;
 }

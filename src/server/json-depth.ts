@@ -3,7 +3,7 @@
  * payloads).
  */
 import { BadRequestError } from './errors.js';
-import { MAX_JSON_DEPTH } from '../wire/digest.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../wire/digest.js';
 
 /**
  * Refuse a JSON value nested deeper than MAX_JSON_DEPTH with a 400 naming `what`. SQLite's JSON
@@ -52,26 +52,14 @@ export function stringifyWithinDepth(value: unknown): string | null {
   try {
     text = JSON.stringify(value);
   } catch (error) {
-    if (error instanceof RangeError && reachesMaxDepth(value, 0)) return null;
+    if (error instanceof RangeError && reachesMaxDepth(value)) return null;
     throw error;
   }
-  if (text.length >= SHORTEST_TOO_DEEP_TEXT && reachesMaxDepth(value, 0)) return null;
+  if (text.length >= SHORTEST_TOO_DEEP_TEXT && reachesMaxDepth(value)) return null;
   return text;
 }
 
-/** Whether `value` (sitting at `depth`) is or holds a container at depth MAX_JSON_DEPTH. */
-function reachesMaxDepth(value: unknown, depth: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  if (depth >= MAX_JSON_DEPTH) return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      if (reachesMaxDepth(value[i], depth + 1)) return true;
-    }
-    return false;
-  }
-  const record = value as Record<string, unknown>;
-  for (const key in record) {
-    if (reachesMaxDepth(record[key], depth + 1)) return true;
-  }
-  return false;
+/** Whether `value` is or holds a container at depth MAX_JSON_DEPTH. */
+function reachesMaxDepth(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && nestsDeeperThan(value, MAX_JSON_DEPTH);
 }

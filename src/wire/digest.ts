@@ -29,6 +29,29 @@ import { createHash } from 'node:crypto';
  */
 export const MAX_JSON_DEPTH = 500;
 
+/**
+ * Whether the container `value` holds more than `levels` levels of nested containers, itself
+ * included (`nestsDeeperThan(value, MAX_JSON_DEPTH)`: a container sits at depth MAX_JSON_DEPTH).
+ * Recursive, but never past `levels` frames; members that are not containers are skipped without
+ * a call (a chat message is mostly text). Shared by the server's depth bound and the mapping's.
+ */
+export function nestsDeeperThan(value: object, levels: number): boolean {
+  if (levels <= 0) return true;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (typeof item === 'object' && item !== null && nestsDeeperThan(item, levels - 1)) return true;
+    }
+    return false;
+  }
+  const record = value as Record<string, unknown>;
+  for (const key in record) {
+    const item = record[key];
+    if (typeof item === 'object' && item !== null && nestsDeeperThan(item, levels - 1)) return true;
+  }
+  return false;
+}
+
 /** A value that cannot be put in canonical form (not JSON, NaN/Infinity, or nested too deeply). */
 export class CanonicalJsonError extends TypeError {
   constructor(message: string) {
