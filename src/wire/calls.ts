@@ -12,6 +12,7 @@
  */
 import { Type, type Static } from 'typebox';
 import { JsonObject, NullableString, SortByListSchema } from './common.js';
+import type { Feedback } from './feedback.js';
 const NullableInteger = Type.Union([Type.Integer(), Type.Null()]);
 
 export const StartedCallSchema = Type.Object(
@@ -181,6 +182,8 @@ export interface CallWeaveSummary {
   latency_ms?: number;
   trace_name: string;
   costs?: Record<string, CallCost>;
+  /** Present with `include_feedback`: the call's feedback records, oldest first. */
+  feedback?: Array<Omit<Feedback, 'id' | 'project_id'>>;
 }
 
 /** A call as reads and queries return it (SPEC §2.1, "Call (read form)"). */
@@ -280,11 +283,9 @@ export const CallsQueryReqSchema = Type.Object(
     include_costs: Flag,
     include_storage_size: Flag,
     include_total_storage_size: Flag,
-    /**
-     * Accepted as the service accepts them, and ignored: the local server stores no refs to
-     * expand (`expand_columns`), and does not put feedback into `summary.weave`.
-     */
+    /** Each call's feedback records, oldest first, in `summary.weave.feedback`. */
     include_feedback: Flag,
+    /** Accepted as the service accepts it, and ignored: the local server stores no refs to expand. */
     expand_columns: StringList,
     return_expanded_column_values: Flag,
   },

@@ -14,6 +14,7 @@ import { toEndRow, toStartRow } from '../../src/server/store/calls-rows.js';
 import { openDatabase, optimizeDatabase } from '../../src/server/store/db.js';
 import { createFeedbackStore } from '../../src/server/store/feedback.js';
 import { createObjectStore } from '../../src/server/store/objects.js';
+import { registerSqlFunctions } from '../../src/server/query/sql-functions.js';
 
 const PROJECT = 'acme/plans';
 const OTHER = 'acme/other';
@@ -76,6 +77,7 @@ beforeAll(() => {
   db.close();
   openDatabase(dbPath).close();
   traced = openSqlite(dbPath, { verbose: (sql) => executed.push(String(sql)) });
+  registerSqlFunctions(traced); // as every server connection has them
 });
 
 afterAll(() => {
@@ -106,6 +108,7 @@ function queryPlan(overrides: Partial<QueryRequest>): string[] {
     includeCosts: false,
     includeStorageSize: false,
     includeTotalStorageSize: false,
+    includeFeedback: false,
     ...overrides,
   };
   const { sql, params } = buildQuery(request);
@@ -170,6 +173,22 @@ describe('calls/stream_query plans', () => {
       const sorted = queryPlan({ limit: 10, sortBy: [{ field: 'started_at', direction }] }).join('\n');
       expect(sorted, direction).toMatch(/USING INDEX calls_by_start \(project_id=\?\)/);
       expect(sorted, direction).not.toMatch(/TEMP B-TREE FOR ORDER BY/);
+    }
+  });
+});
+
+describe('a call\'s feedback', () => {
+  it('is found by feedback_by_ref for include_feedback and for a feedback field, never by a scan', () => {
+    const included = queryPlan({ limit: 10, includeFeedback: true }).join('\n');
+    const filtered = queryPlan({
+      limit: 10,
+      query: { $expr: { $eq: [{ $getField: 'feedback.[note].payload.n' }, { $literal: 3 }] } },
+      sortBy: [{ field: 'feedback.[*].payload.n', direction: 'desc' }],
+    }).join('\n');
+    for (const details of [included, filtered]) {
+      expect(details).toMatch(/CORRELATED SCALAR SUBQUERY/);
+      expect(details).toMatch(/SEARCH f USING INDEX feedback_by_ref \(project_id=\? AND weave_ref=\?\)/);
+      expect(details).not.toMatch(/SCAN f\b/);
     }
   });
 });

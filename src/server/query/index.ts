@@ -10,10 +10,11 @@ import type { FieldTable } from './fields.js';
 import { parseQuery } from './parse.js';
 import { MAX_SQL_CHARS, SqlTooLargeError } from './sql.js';
 
-export type { FieldSpec, FieldTable } from './fields.js';
+export type { FieldFamily, FieldSpec, FieldTable, ResolvedField } from './fields.js';
 export type { JsonNullInSort } from './compile.js';
 export { MAX_QUERY_DEPTH, MAX_QUERY_NODES } from './parse.js';
-export { splitFieldPath } from './paths.js';
+export { jsonPathOf, splitFieldPath } from './paths.js';
+export { param, raw, sql, type SqlFragment } from './sql.js';
 
 /**
  * Most parameters one compiled query may bind. SQLite allows 32766 per statement; the rest is

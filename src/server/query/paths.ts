@@ -6,13 +6,8 @@
 
 import { BadRequestError } from '../errors.js';
 import { clip, quote } from '../quote.js';
-import type { FieldSpec, FieldTable } from './fields.js';
+import type { FieldFamily, FieldSpec, FieldTable, ResolvedField } from './fields.js';
 import { param, raw, sql, type SqlFragment } from './sql.js';
-
-/** A path resolved to a scalar column, or to a value inside a JSON column. */
-export type ResolvedField =
-  | { readonly kind: 'scalar'; readonly type: 'text' | 'number' | 'datetime'; readonly value: SqlFragment }
-  | { readonly kind: 'json'; readonly doc: SqlFragment; readonly path: SqlFragment };
 
 /**
  * Numeric parts that get the "list index, or else object key" treatment. Each one doubles the
@@ -58,12 +53,20 @@ function keyStep(key: string): string {
 }
 
 /**
- * The JSON path for `parts` as an SQL fragment. Without numeric parts it is one bound string.
- * A numeric part may be a list index or an object key (`summary.usage.0`); for the first
- * MAX_AMBIGUOUS_INDEXES of them every combination is tried in turn and the first that exists in
- * the row's document wins (at most 4 alternatives, each a bound string).
+ * The JSON path for `parts` (already split, `\.` unescaped) inside `doc`, as an SQL fragment;
+ * `fieldPath` is the whole path the query named, for the error.
+ * Without numeric parts it is one bound string. A numeric part may be a list index or an object
+ * key (`summary.usage.0`); for the first MAX_AMBIGUOUS_INDEXES of them every combination is tried
+ * in turn and the first that exists in the row's document wins (at most 4 alternatives, each a
+ * bound string). Throws BadRequestError for a key holding U+0000 (SQLite ends a JSON path key
+ * at an escaped NUL, so `a\u0000b` would silently read key `a`).
+ *
+ * @example jsonPathOf(raw('f.payload'), ['output', 'score'], 'payload.output.score')  // '$."output"."score"'
  */
-function jsonPath(doc: SqlFragment, parts: readonly string[]): SqlFragment {
+export function jsonPathOf(doc: SqlFragment, parts: readonly string[], fieldPath: string): SqlFragment {
+  if (parts.some((part) => part.includes('\u0000'))) {
+    throw new BadRequestError(`Invalid field: ${quote(fieldPath)} (a NUL character in a key)`);
+  }
   let variants: string[] = ['$'];
   let ambiguous = 0;
   for (const part of parts) {
@@ -93,12 +96,12 @@ function jsonPath(doc: SqlFragment, parts: readonly string[]): SqlFragment {
 function longestField(
   path: string,
   fields: FieldTable,
-): { spec: FieldSpec; rest: string[] } | undefined {
+): { spec: FieldSpec | FieldFamily; name: string; rest: string[] } | undefined {
   const { parts, rawPrefixes } = splitFieldPath(path);
   for (let i = rawPrefixes.length - 1; i >= 0; i -= 1) {
     const name = rawPrefixes[i] as string;
     if (Object.prototype.hasOwnProperty.call(fields, name)) {
-      return { spec: fields[name] as FieldSpec, rest: parts.slice(i + 1) };
+      return { spec: fields[name] as FieldSpec | FieldFamily, name, rest: parts.slice(i + 1) };
     }
   }
   return undefined;
@@ -112,17 +115,16 @@ function longestField(
  */
 export function resolveField(path: string, fields: FieldTable): ResolvedField {
   const found = longestField(path, fields);
-  if (found === undefined || (found.spec.type !== 'json' && found.rest.length > 0)) {
-    throw new BadRequestError(`Unknown field: ${clip(path)}`);
+  if (found === undefined) throw new BadRequestError(`Unknown field: ${clip(path)}`);
+  const { spec, name, rest } = found;
+  if (spec.type === 'family') {
+    // The family reads the raw text after its name: its own syntax may hold dots.
+    if (rest.length === 0) throw new BadRequestError(`Unknown field: ${clip(path)}`);
+    return spec.resolve(path.slice(name.length + 1), path);
   }
-  const { spec, rest } = found;
-  if (rest.some((part) => part.includes('\u0000'))) {
-    // SQLite ends a JSON path key at an escaped NUL, so `a\u0000b` would silently read key `a`.
-    throw new BadRequestError(`Invalid field: ${quote(path)} (a NUL character in a key)`);
-  }
+  if (spec.type !== 'json' && rest.length > 0) throw new BadRequestError(`Unknown field: ${clip(path)}`);
   // Parenthesised so a derived expression (`a || b`) binds as one operand wherever it lands.
   const column = raw(`(${spec.sql})`);
   if (spec.type !== 'json') return { kind: 'scalar', type: spec.type, value: column };
-  const doc = column;
-  return { kind: 'json', doc, path: jsonPath(doc, rest) };
+  return { kind: 'json', doc: column, path: jsonPathOf(column, rest, path) };
 }

@@ -197,6 +197,7 @@ function toQueryRequest(body: CallsQueryReq): QueryRequest {
     includeCosts: body.include_costs === true,
     includeStorageSize: body.include_storage_size === true,
     includeTotalStorageSize: body.include_total_storage_size === true,
+    includeFeedback: body.include_feedback === true,
   };
 }
 

@@ -3,6 +3,7 @@
  * so the derived values a query filters on are exactly the ones a read returns.
  */
 import type { FieldTable } from '../query/fields.js';
+import { CALL_FEEDBACK_FIELDS } from './call-feedback.js';
 import { opNameOfRef } from '../query/sql-functions.js';
 
 /**
@@ -84,4 +85,5 @@ export const CALL_FIELDS: FieldTable = {
   'summary.weave.status': { sql: STATUS_SQL, type: 'text' },
   'summary.weave.latency_ms': { sql: LATENCY_SQL, type: 'number' },
   'summary.weave.trace_name': { sql: TRACE_NAME_SQL, type: 'text' },
+  feedback: CALL_FEEDBACK_FIELDS,
 };

@@ -227,6 +227,8 @@ export type CallRow = Omit<Call, JsonTextFields | 'deleted_at' | 'storage_size_b
   status: string;
   latency_ms: number | null;
   total_storage_size_bytes?: number | null;
+  /** `summary.weave.feedback` as JSON text, when the query asked for it (`include_feedback`). */
+  feedback?: string;
 };
 
 /** Which optional parts a read writes. */
@@ -235,6 +237,8 @@ export interface CallJsonOptions {
   readonly includeStorageSize: boolean;
   /** The row carries `total_storage_size_bytes` (root calls only; null on others). */
   readonly includeTotalStorageSize: boolean;
+  /** The row carries `feedback`, for `summary.weave.feedback`. */
+  readonly includeFeedback: boolean;
   /** Only these read-form fields (null: all). */
   readonly columns: ReadonlySet<string> | null;
 }
@@ -298,7 +302,8 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   put('attributes', row.attributes);
   put('inputs', row.inputs);
   put('output', row.output ?? 'null');
-  if (wanted('summary')) put('summary', summaryJson(row, options.includeCosts));
+  // As in the hosted service, feedback brings `summary` even when `columns` leaves it out.
+  if (wanted('summary') || options.includeFeedback) parts.push(`"summary":${summaryJson(row, options)}`);
   put('exception', str(row.exception));
   put('wb_user_id', str(row.wb_user_id));
   put('wb_run_id', str(row.wb_run_id));
@@ -309,11 +314,12 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   return `{${parts.join(',')}}`;
 }
 
-function summaryJson(row: CallRow, includeCosts: boolean): string {
+function summaryJson(row: CallRow, options: CallJsonOptions): string {
   const stored = row.summary === null ? {} : (JSON.parse(row.summary) as Record<string, unknown>);
   const weave: Record<string, unknown> = { status: row.status };
   if (row.latency_ms !== null) weave.latency_ms = row.latency_ms;
   weave.trace_name = traceName(row.display_name, row.op_name);
-  if (includeCosts) weave.costs = computeCosts(stored.usage);
+  if (options.includeCosts) weave.costs = computeCosts(stored.usage);
+  if (options.includeFeedback) weave.feedback = JSON.parse(row.feedback ?? '[]') as unknown;
   return JSON.stringify({ ...stored, weave });
 }

@@ -27,6 +27,7 @@ import {
   type EndRow,
   type StartRow,
 } from './calls-rows.js';
+import { CALL_FEEDBACK_JSON_SQL } from './call-feedback.js';
 import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
 import { StatementCache } from './statement-cache.js';
 
@@ -40,6 +41,8 @@ export interface ReadOptions {
 }
 
 export interface QueryRequest extends ReadOptions {
+  /** Put the call's feedback records into `summary.weave.feedback` (the hosted `include_feedback`). */
+  readonly includeFeedback: boolean;
   readonly projectId: string;
   readonly filter: CallsFilter | null;
   readonly query: unknown;
@@ -253,7 +256,7 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
       const statement = options.includeTotalStorageSize ? readWithTotal : read;
       const row = statement.get(projectId, id) as CallRow | undefined;
       if (row === undefined) return null;
-      return callToJson(row, { ...options, columns: null });
+      return callToJson(row, { ...options, includeFeedback: false, columns: null });
     },
 
     queryLines(request) {
@@ -262,6 +265,7 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
         includeCosts: request.includeCosts,
         includeStorageSize: request.includeStorageSize,
         includeTotalStorageSize: request.includeTotalStorageSize,
+        includeFeedback: request.includeFeedback,
         columns: selectedColumns(request.columns),
       };
       const toLine = (row: CallRow): string => `${callToJson(row, options)}\n`;
@@ -449,7 +453,8 @@ export function buildQuery(request: QueryRequest): { sql: string; params: unknow
 
   params.push(request.limit ?? -1, request.offset ?? 0);
   const total = request.includeTotalStorageSize ? `, ${TOTAL_STORAGE_SQL}` : '';
-  const sql = `SELECT ${CALL_COLUMNS_SQL}${total} FROM calls c WHERE ${where.join(' AND ')}
+  const feedback = request.includeFeedback ? `, ${CALL_FEEDBACK_JSON_SQL} AS feedback` : '';
+  const sql = `SELECT ${CALL_COLUMNS_SQL}${total}${feedback} FROM calls c WHERE ${where.join(' AND ')}
     ORDER BY ${orderSql.join(', ')} LIMIT ? OFFSET ?`;
   return { sql, params };
 }
