@@ -37,7 +37,16 @@ import type {
 } from '../wire/calls.js';
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackPurgeReq, FeedbackQueryReq, FeedbackQueryRes } from '../wire/feedback.js';
 import type { FileContentReq, FileCreateRes } from '../wire/files.js';
-import type { ObjCreateReq, ObjCreateRes, ObjQueryReq, ObjQueryRes, ObjReadReq, ObjReadRes } from '../wire/objects.js';
+import type {
+  ObjCreateReq,
+  ObjCreateRes,
+  ObjDeleteReq,
+  ObjDeleteRes,
+  ObjQueryReq,
+  ObjQueryRes,
+  ObjReadReq,
+  ObjReadRes,
+} from '../wire/objects.js';
 import { classify } from './classify.js';
 import { JsonLinesError, parseJsonLines } from './jsonl.js';
 import { errorFromOutcome } from './outcome-error.js';
@@ -129,10 +138,15 @@ export interface CallbridgeClient {
   callsComplete(req: CallsCompleteInput, options?: RequestOptions): Promise<EmptyRes>;
   /** `POST /obj/create`: store a value; the same value again returns the same digest. */
   objCreate(req: ObjCreateReq, options?: RequestOptions): Promise<ObjCreateRes>;
-  /** `POST /obj/read`: throws `NotFoundError` when absent. */
+  /** `POST /obj/read`: throws `NotFoundError` when absent or deleted. */
   objRead(req: ObjReadReq, options?: RequestOptions): Promise<ObjReadRes>;
   /** `POST /objs/query`. */
   objsQuery(req: ObjQueryReq, options?: RequestOptions): Promise<ObjQueryRes>;
+  /**
+   * `POST /obj/delete`: soft-delete the versions `digests` names, or every version; throws
+   * `NotFoundError` when one is missing (nothing is deleted then).
+   */
+  objDelete(req: ObjDeleteReq, options?: RequestOptions): Promise<ObjDeleteRes>;
   /** `POST /feedback/create`. */
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes>;
   /** `POST /feedback/query`. */
@@ -255,6 +269,10 @@ class TypedClient implements CallbridgeClient {
 
   objsQuery(req: ObjQueryReq, options?: RequestOptions): Promise<ObjQueryRes> {
     return this.#postJson('/objs/query', req, options);
+  }
+
+  objDelete(req: ObjDeleteReq, options?: RequestOptions): Promise<ObjDeleteRes> {
+    return this.#postJson('/obj/delete', req, options);
   }
 
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes> {

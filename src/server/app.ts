@@ -10,7 +10,7 @@ import { checkBeforeBody } from './before-body.js';
 import { createBodyValidatorCompiler } from './body-validation.js';
 import { contentCodingOf, decodeContentEncoding } from './content-encoding.js';
 import type { ServerContext, ServerUser } from './context.js';
-import { BadRequestError, HttpError, ServiceUnavailableError, ValidationError } from './errors.js';
+import { BadRequestError, HttpError, ObjectDeletedError, ServiceUnavailableError, ValidationError } from './errors.js';
 import { isUtf8Body, MAX_JSON_CONTAINERS, NOT_UTF8_REASON, opensTooManyContainers, utf8BodyText } from './json-body-text.js';
 import { ROUTE_MODULES } from './routes/index.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
@@ -227,6 +227,7 @@ function toErrorResponse(error: unknown, request: FastifyRequest): { status: num
   if (error instanceof HttpError) {
     const body: Record<string, string> = { reason: error.reason };
     if (error.errorCode !== undefined) body.error_code = error.errorCode;
+    if (error instanceof ObjectDeletedError) body.deleted_at = error.deletedAt;
     return { status: error.status, body };
   }
   const fastifyError = error as Partial<FastifyError> & { validation?: SchemaErrorLike[] };

@@ -46,6 +46,20 @@ export class NotFoundError extends HttpError {
   }
 }
 
+/**
+ * 404 for a read of an object version that was deleted; the body carries `deleted_at` beside
+ * `reason`, as the hosted service's does.
+ */
+export class ObjectDeletedError extends NotFoundError {
+  readonly deletedAt: string;
+
+  constructor(reason: string, deletedAt: string) {
+    super(reason);
+    this.name = 'ObjectDeletedError';
+    this.deletedAt = deletedAt;
+  }
+}
+
 /** One entry of a 422 `detail` list, as the hosted service (FastAPI/pydantic) writes it. */
 export interface ValidationIssue {
   readonly type: string;

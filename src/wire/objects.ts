@@ -1,6 +1,6 @@
 /**
- * Versioned objects on the wire (SPEC §2.2): the bodies of `/obj/create`, `/obj/read` and
- * `/objs/query` and what they answer. One TypeBox schema per body; the types derive from it.
+ * Versioned objects on the wire (SPEC §2.2): the bodies of `/obj/create`, `/obj/read`,
+ * `/objs/query` and `/obj/delete` and what they answer. One TypeBox schema per body; the types derive from it.
  *
  * Like the hosted service's pydantic models (`BaseModelStrict`, `extra="forbid"`), the request
  * bodies are closed: an unknown key is a 422 (a misspelt filter would otherwise widen the results
@@ -83,6 +83,28 @@ export const ObjQueryReqSchema = Type.Object(
   { additionalProperties: false },
 );
 export type ObjQueryReq = Static<typeof ObjQueryReqSchema>;
+
+/** Most versions one `/obj/delete` may name (the hosted service's limit). */
+export const MAX_DELETE_DIGESTS = 100;
+
+/**
+ * Body of `POST /obj/delete`: soft-deletes the versions `digests` names (digests, `latest` or
+ * `v<N>`), or every version when it is absent, null or empty.
+ */
+export const ObjDeleteReqSchema = Type.Object(
+  {
+    project_id: Type.String(),
+    object_id: ObjectId,
+    digests: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1 })), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type ObjDeleteReq = Static<typeof ObjDeleteReqSchema>;
+
+/** Answer of `POST /obj/delete`. */
+export interface ObjDeleteRes {
+  readonly num_deleted: number;
+}
 
 /** A stored object version as read back (SPEC §2.2). */
 export interface ObjSchema {

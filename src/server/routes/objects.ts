@@ -1,15 +1,18 @@
 /**
- * `/obj/create`, `/obj/read`, `/objs/query` (SPEC §2.2): schema-validated bodies, the project
- * authorized, then one store call.
+ * `/obj/create`, `/obj/read`, `/objs/query` (SPEC §2.2) and `/obj/delete`: schema-validated
+ * bodies, the project authorized, then one store call.
  */
 import type { RouteModule } from '../context.js';
 import { createObjectStore } from '../store/objects.js';
 import {
   ObjCreateReqSchema,
+  ObjDeleteReqSchema,
   ObjQueryReqSchema,
   ObjReadReqSchema,
   type ObjCreateReq,
   type ObjCreateRes,
+  type ObjDeleteReq,
+  type ObjDeleteRes,
   type ObjQueryReq,
   type ObjQueryRes,
   type ObjReadReq,
@@ -52,6 +55,16 @@ export const objectsRoutes: RouteModule = (app, ctx) => {
     async (request): Promise<ObjQueryRes> => {
       ctx.authorizeProject(request, request.body.project_id);
       return { objs: objects.query(request.body) };
+    },
+  );
+
+  app.post<{ Body: ObjDeleteReq }>(
+    '/obj/delete',
+    { schema: { body: ObjDeleteReqSchema } },
+    async (request): Promise<ObjDeleteRes> => {
+      const body = request.body;
+      ctx.authorizeProject(request, body.project_id);
+      return { num_deleted: objects.delete(body.project_id, body.object_id, body.digests ?? null) };
     },
   );
 };

@@ -1,13 +1,19 @@
 /**
  * Versioned objects on SQLite (SPEC §2.2). A version is identified by the digest of its value;
  * `version_index` counts distinct digests per `(project_id, object_id)` in order of first
- * appearance, and `is_latest` marks the highest. Every write is one transaction.
+ * appearance, and `is_latest` marks the highest that is not deleted. Every write is one
+ * transaction.
+ *
+ * Deletion is soft, as on the hosted service: `deleted_at` is set, queries leave the version out,
+ * a read of it is a 404 carrying `deleted_at`, and its index is never reused. Creating a deleted
+ * version's value again restores it at its index (the hosted service re-inserts it as its newest
+ * version, renumbering the others; here an index keeps meaning one value).
  */
-import type { SqliteDatabase } from './sqlite.js';
-import { BadRequestError, NotFoundError } from '../errors.js';
+import type { SqliteDatabase, SqliteStatement } from './sqlite.js';
+import { BadRequestError, NotFoundError, ObjectDeletedError } from '../errors.js';
 import { quote } from '../quote.js';
 import { CanonicalJsonError, canonicalJson, digestOfText } from '../../wire/digest.js';
-import type { ObjCreateRes, ObjQueryReq, ObjSchema } from '../../wire/objects.js';
+import { MAX_DELETE_DIGESTS, type ObjCreateRes, type ObjQueryReq, type ObjSchema } from '../../wire/objects.js';
 import { nowInstant } from '../timestamps.js';
 import { sqlCount, utf8Length } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
@@ -27,11 +33,18 @@ export interface ObjectStore {
   create(insert: ObjectInsert): ObjCreateRes;
   /**
    * One version by digest, `latest` or `v<N>`.
-   * @throws NotFoundError when there is no such version.
+   * @throws NotFoundError when there is no such version (ObjectDeletedError when it was deleted).
    */
   read(projectId: string, objectId: string, digest: string, metadataOnly: boolean): ObjSchema;
-  /** Versions matching the filter, `created_at` ascending unless `sort_by` says otherwise. */
+  /** Versions matching the filter, `created_at` ascending unless `sort_by` says otherwise; never deleted ones. */
   query(request: ObjQueryReq): ObjSchema[];
+  /**
+   * Soft-delete the versions `digests` names (digests, `latest`, `v<N>`; null or empty: every
+   * version), all or none; answers how many.
+   * @throws NotFoundError when a named version is missing or deleted already, or none is left.
+   * @throws BadRequestError for more than MAX_DELETE_DIGESTS digests.
+   */
+  delete(projectId: string, objectId: string, digests: readonly string[] | null): number;
 }
 
 interface ObjectRow {
@@ -48,6 +61,13 @@ interface ObjectRow {
   wb_user_id: string | null;
   created_at: string;
   deleted_at: string | null;
+}
+
+/** Prepared reads of one version: by digest, the latest, by index. */
+interface VersionReads {
+  readonly byDigest: SqliteStatement<[string, string, string], ObjectRow>;
+  readonly latest: SqliteStatement<[string, string], ObjectRow>;
+  readonly byIndex: SqliteStatement<[string, string, number], ObjectRow>;
 }
 
 /** Columns `sort_by` may name, each with its SQL (never user text). */
@@ -82,8 +102,21 @@ const VERSION_ALIAS = /^v([0-9]{1,15})$/;
  * const { digest } = objects.create({ projectId: 'acme/demo', objectId: 'cfg', val: { a: 1 }, wbUserId: 'dev' });
  */
 export function createObjectStore(db: SqliteDatabase): ObjectStore {
-  const findByDigest = db.prepare<[string, string, string], { digest: string }>(
-    'SELECT digest FROM objects WHERE project_id = ? AND object_id = ? AND digest = ?',
+  const findByDigest = db.prepare<[string, string, string], { digest: string; deleted_at: string | null }>(
+    'SELECT digest, deleted_at FROM objects WHERE project_id = ? AND object_id = ? AND digest = ?',
+  );
+  const restore = db.prepare<[string, string, string]>(
+    'UPDATE objects SET deleted_at = NULL WHERE project_id = ? AND object_id = ? AND digest = ?',
+  );
+  const markLatest = db.prepare<[string, string]>(
+    `UPDATE objects SET is_latest = 1 WHERE rowid = (SELECT rowid FROM objects WHERE project_id = ? AND object_id = ?
+       ORDER BY deleted_at IS NULL DESC, version_index DESC LIMIT 1)`,
+  );
+  const liveVersions = db.prepare<[string, string], { digest: string }>(
+    'SELECT digest FROM objects WHERE project_id = ? AND object_id = ? AND deleted_at IS NULL',
+  );
+  const markDeleted = db.prepare<[string, string, string, string]>(
+    `UPDATE objects SET deleted_at = ? WHERE project_id = ? AND object_id = ? AND digest IN (SELECT value FROM json_each(?))`,
   );
   const nextVersionIndex = db.prepare<[string, string], { next: number }>(
     'SELECT COALESCE(MAX(version_index) + 1, 0) AS next FROM objects WHERE project_id = ? AND object_id = ?',
@@ -97,7 +130,7 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
      VALUES (@project_id, @object_id, @digest, @version_index, 1, @kind, @base_object_class,
        @leaf_object_class, @val, @size_bytes, @wb_user_id, @created_at)`,
   );
-  const readStatements = (columns: string) => ({
+  const readStatements = (columns: string): VersionReads => ({
     byDigest: db.prepare<[string, string, string], ObjectRow>(
       `SELECT ${columns} FROM objects WHERE project_id = ? AND object_id = ? AND digest = ?`,
     ),
@@ -112,11 +145,48 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
   const metadataReads = readStatements(`${METADATA_COLUMNS}, NULL AS val`);
   const queries = new StatementCache(db);
 
+  /** `is_latest` on the highest version not deleted (on the highest of all when every one is). */
+  const updateLatest = (projectId: string, objectId: string): void => {
+    clearLatest.run(projectId, objectId);
+    markLatest.run(projectId, objectId);
+  };
+
   const storeVersion = db.transaction((row: Omit<ObjectRow, 'version_index' | 'is_latest' | 'deleted_at'>) => {
-    if (findByDigest.get(row.project_id, row.object_id, row.digest) !== undefined) return;
+    const existing = findByDigest.get(row.project_id, row.object_id, row.digest);
+    if (existing !== undefined) {
+      if (existing.deleted_at === null) return;
+      restore.run(row.project_id, row.object_id, row.digest);
+      updateLatest(row.project_id, row.object_id);
+      return;
+    }
     const { next } = nextVersionIndex.get(row.project_id, row.object_id) as { next: number };
     clearLatest.run(row.project_id, row.object_id);
     insertVersion.run({ ...row, version_index: next });
+  });
+
+  const deleteVersions = db.transaction((projectId: string, objectId: string, digests: readonly string[] | null): number => {
+    let found: string[];
+    if (digests === null || digests.length === 0) {
+      found = liveVersions.all(projectId, objectId).map((row) => row.digest);
+      if (found.length === 0) throw new NotFoundError(`Object ${quote(objectId)} not found when deleting`);
+    } else {
+      const named = [...new Set(digests)];
+      found = [...new Set(named.flatMap((digest) => {
+        const row = findVersion(metadataReads, projectId, objectId, digest);
+        return row !== undefined && row.deleted_at === null ? [row.digest] : [];
+      }))];
+      if (found.length !== named.length) {
+        // All or none, as the hosted service checks before it deletes anything.
+        const missing = named.filter((digest) => !found.includes(digest));
+        throw new NotFoundError(
+          `Delete request names ${named.length} versions of object ${quote(objectId)}, but ${found.length} were found` +
+            (missing.length > 0 ? `; not found or deleted already: ${quote(missing)}` : ''),
+        );
+      }
+    }
+    markDeleted.run(nowInstant().text, projectId, objectId, JSON.stringify(found));
+    updateLatest(projectId, objectId);
+    return found.length;
   });
 
   return {
@@ -143,14 +213,12 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
     },
 
     read(projectId, objectId, digest, metadataOnly) {
-      const reads = metadataOnly ? metadataReads : fullReads;
-      let row: ObjectRow | undefined;
-      const alias = VERSION_ALIAS.exec(digest);
-      if (digest === 'latest') row = reads.latest.get(projectId, objectId);
-      else if (alias !== null) row = reads.byIndex.get(projectId, objectId, Number(alias[1]));
-      else row = reads.byDigest.get(projectId, objectId, digest);
+      const row = findVersion(metadataOnly ? metadataReads : fullReads, projectId, objectId, digest);
       if (row === undefined) {
         throw new NotFoundError(`Object ${quote(objectId)} version ${quote(digest)} not found`);
+      }
+      if (row.deleted_at !== null) {
+        throw new ObjectDeletedError(`${objectId}:v${row.version_index} was deleted at ${row.deleted_at}`, row.deleted_at);
       }
       return toObject(row);
     },
@@ -160,7 +228,25 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
       const rows = queries.get(sql).all(...params) as ObjectRow[];
       return rows.map(toObject);
     },
+
+    delete(projectId, objectId, digests) {
+      if (digests !== null && digests.length > MAX_DELETE_DIGESTS) {
+        throw new BadRequestError(
+          `Object delete request names ${digests.length} versions: delete ${MAX_DELETE_DIGESTS} or fewer at a time`,
+        );
+      }
+      // Immediate: it reads the versions before it writes.
+      return deleteVersions.immediate(projectId, objectId, digests);
+    },
   };
+}
+
+/** The version `digest` names: a digest, `latest` or `v<N>`, deleted or not. */
+function findVersion(reads: VersionReads, projectId: string, objectId: string, digest: string): ObjectRow | undefined {
+  const alias = VERSION_ALIAS.exec(digest);
+  if (digest === 'latest') return reads.latest.get(projectId, objectId);
+  if (alias !== null) return reads.byIndex.get(projectId, objectId, Number(alias[1]));
+  return reads.byDigest.get(projectId, objectId, digest);
 }
 
 function canonicalText(val: unknown): string {
@@ -246,6 +332,7 @@ function buildQuery(request: ObjQueryReq): { sql: string; params: unknown[] } {
   if (filter.is_op === true) where.push(`kind = 'op'`);
   if (filter.is_op === false) where.push(`kind = 'object'`);
   if (filter.latest_only === true) where.push('is_latest = 1');
+  where.push('deleted_at IS NULL');
 
   const order: string[] = [];
   for (const sort of request.sort_by ?? [{ field: 'created_at', direction: 'asc' as const }]) {
