@@ -131,7 +131,10 @@ function classifyAnswer(answer: HttpAnswer, context: ClassifyContext): SendOutco
   if (status >= 200 && status < 300) return okOutcome(answer);
 
   const said = readServerWords(answer.body);
-  const reason = said.reason ?? fallbackReason(answer);
+  // Forwarded through a proxy (an http:// service), an answer the service's words are missing
+  // from may be the proxy's own (a 502 when it cannot reach the service, a 403 from its rules).
+  const forwarded = context.proxy !== undefined && context.url.startsWith('http:');
+  const reason = said.reason ?? (forwarded ? `${fallbackReason(answer)} (answered through the proxy ${context.proxy})` : fallbackReason(answer));
   if (status === 413) return { kind: 'split', status: 413, reason };
   if (status === 401 || status === 403) {
     return { kind: 'auth', status, reason: authReason(status, reason, context) };
@@ -174,12 +177,15 @@ function classifyError(failure: TransportFailure, context: ClassifyContext): Fai
     return { kind: 'reject', status: failure.status ?? 0, reason, code, cause: failure.error };
   }
   const cutDuringUpload = failure.status === undefined && isWriteReset(failure.error, code);
+  // A request the caller cancelled: its cause is the caller's reason (what `abort(reason)` was
+  // given, or AbortSignal.timeout()'s TimeoutError), not our wrapper.
+  const cause = code === ABORTED_CODE && failure.error instanceof Error && failure.error.cause !== undefined ? failure.error.cause : failure.error;
   return {
     kind: 'retry',
     ...status,
     reason,
     ...(code === undefined ? {} : { code }),
-    cause: failure.error,
+    cause,
     ...(cutDuringUpload ? { cutDuringUpload } : {}),
   };
 }

@@ -215,21 +215,30 @@ class TypedClient implements CallbridgeClient {
     const result = await this.#transport.exchange(this.#jsonRequest(path, req, options), (body) => body);
     if (result.kind !== 'ok') throw errorFromOutcome(result, url);
     const body = result.value;
+    const lines = parseJsonLines(body);
     try {
-      for await (const value of parseJsonLines(body)) {
+      for (;;) {
+        // Only errors from reading the answer are classified: one the caller throws in at the
+        // `yield` (`stream.throw(error)`, as Readable.from does when destroyed) stays its own.
+        let next: IteratorResult<unknown>;
+        try {
+          next = await lines.next();
+        } catch (error) {
+          if (error instanceof JsonLinesError) throw new UnexpectedResponseError({ url, status: result.status, reason: error.message, cause: error });
+          // The socket broke (or timed out) mid-stream: the same classification as any send.
+          throw errorFromOutcome(classify({ error, status: result.status }, { url, username: this.#transport.username }), url);
+        }
+        if (next.done === true) return;
+        const value = next.value;
         if (value === null || typeof value !== 'object' || Array.isArray(value)) {
           throw new UnexpectedResponseError({ url, status: result.status, reason: 'a line of the stream is not a call object' });
         }
         yield value as CallWithColumns<C>;
       }
-    } catch (error) {
-      if (error instanceof UnexpectedResponseError) throw error;
-      if (error instanceof JsonLinesError) throw new UnexpectedResponseError({ url, status: result.status, reason: error.message, cause: error });
-      // The socket broke (or timed out) mid-stream: the same classification as any send.
-      throw errorFromOutcome(classify({ error, status: result.status }, { url, username: this.#transport.username }), url);
     } finally {
       // A consumer that stops early leaves the rest unread: release the connection.
       body.destroy();
+      await lines.return();
     }
   }
 

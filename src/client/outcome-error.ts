@@ -45,8 +45,11 @@ export function errorFromOutcome(outcome: FailedOutcome, url: string): Callbridg
         retryable: false,
         cause: outcome.cause,
       };
-      // Status 0: the request could not be made at all (closed client, TLS setup).
-      if (outcome.status === 0) return new NetworkError({ ...data, status: undefined, errorCode: outcome.code });
+      // Status 0: the request could not be made at all (closed client, TLS setup); a 2xx: its
+      // answer broke off for good (the client closed under a stream).
+      if (outcome.status === 0 || (outcome.status >= 200 && outcome.status < 300)) {
+        return new NetworkError({ ...data, status: outcome.status === 0 ? undefined : outcome.status, errorCode: outcome.code });
+      }
       if (outcome.status === 404) return new NotFoundError(data);
       if (outcome.status >= 500) return new ServerError(data);
       return new RequestRejectedError(data);

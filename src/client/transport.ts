@@ -198,7 +198,7 @@ class PoolTransport implements HttpTransport {
   ): Promise<Exchanged<T> | FailedOutcome> {
     const context = this.#context(request.path);
     const callerSignal = request.signal;
-    if (callerSignal?.aborted) return classify({ error: codedError(ABORTED_CODE, 'request aborted by the caller') }, context);
+    if (callerSignal?.aborted) return classify({ error: abortedByCaller(callerSignal) }, context);
     // One controller, aborted with a coded reason by whichever comes first: our timer or the caller.
     // (Not AbortSignal.any: a long-lived caller signal, such as a batcher's shutdown signal, would
     // collect one dependent signal per request.)
@@ -209,7 +209,7 @@ class PoolTransport implements HttpTransport {
     const detachFromCaller =
       callerSignal === undefined
         ? ignore
-        : whenAborted(callerSignal, () => controller.abort(codedError(ABORTED_CODE, 'request aborted by the caller')));
+        : whenAborted(callerSignal, () => controller.abort(abortedByCaller(callerSignal)));
     let status: number | undefined;
     let body: ResponseBody | undefined;
     try {
@@ -256,7 +256,8 @@ class PoolTransport implements HttpTransport {
    */
   close(): Promise<void> {
     if (this.#closing === undefined) {
-      for (const body of this.#openBodies) body.destroy();
+      // Coded as undici codes a closed pool, so a stream cut here is not advised to be retried.
+      for (const body of this.#openBodies) body.destroy(codedError('UND_ERR_CLOSED', 'the client was closed'));
       this.#closing = this.#dispatcher.close();
     }
     return this.#closing;
@@ -266,7 +267,7 @@ class PoolTransport implements HttpTransport {
   #keepTrackOf(body: ResponseBody): void {
     if (body.destroyed) return;
     if (this.#closing !== undefined) {
-      body.destroy();
+      body.destroy(codedError('UND_ERR_CLOSED', 'the client was closed'));
       return;
     }
     this.#openBodies.add(body);
@@ -417,6 +418,11 @@ async function readCapped(body: ResponseBody, maxBytes: number): Promise<string>
     body.destroy();
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The error of a request the caller's signal cancelled, carrying the signal's reason as its cause. */
+function abortedByCaller(signal: AbortSignal): Error & { code: string } {
+  return codedError(ABORTED_CODE, 'request aborted by the caller', signal.reason);
 }
 
 function codedError(code: string, message: string, cause?: unknown): Error & { code: string } {
