@@ -6,13 +6,15 @@ import { context, createContextKey, trace as otelTrace } from '@opentelemetry/ap
 import type { Context, Span } from '@opentelemetry/api';
 import { InvalidOptionError, rejectUnknownOptions } from '../errors.js';
 import { CALL_ATTRIBUTES, IS_TURN, THREAD_ID } from './attributes.js';
-import { capture, DEFAULT_MAX_VALUE_BYTES } from './capture.js';
+import { capture, DEFAULT_MAX_VALUE_BYTES, type CapturePolicy } from './capture.js';
 import { compileRedactor } from './redact.js';
 
 interface ThreadScope {
   readonly threadId: string;
   /** True until the first traced call inside takes the turn; its descendants see `false`. */
   readonly turn: boolean;
+  /** Inside a call that took a turn: a `withThread` here starts no new turn. */
+  readonly inTurn: boolean;
 }
 
 const THREAD_KEY = createContextKey('callbridge.thread');
@@ -43,7 +45,10 @@ export function withThread<R>(threadId: string, fn: () => R, options: ThreadOpti
   rejectUnknownOptions(options, ['turn']);
   const turn = options.turn ?? true;
   if (typeof turn !== 'boolean') throw new InvalidOptionError('turn', 'a boolean', turn);
-  const scope: ThreadScope = { threadId, turn };
+  // A helper that scopes its own work to the conversation, called inside a turn, is part of that
+  // turn: one message stays one turn.
+  const inTurn = (context.active().getValue(THREAD_KEY) as ThreadScope | undefined)?.inTurn ?? false;
+  const scope: ThreadScope = { threadId, turn: turn && !inTurn, inTurn };
   return context.with(context.active().setValue(THREAD_KEY, scope), fn);
 }
 
@@ -57,19 +62,28 @@ export function enterThread(span: Span, parent: Context, spanContext: Context): 
   span.setAttribute(THREAD_ID, scope.threadId);
   span.setAttribute(IS_TURN, scope.turn);
   if (!scope.turn) return spanContext;
-  const inner: ThreadScope = { threadId: scope.threadId, turn: false };
+  const inner: ThreadScope = { threadId: scope.threadId, turn: false, inTurn: true };
   return spanContext.setValue(THREAD_KEY, inner);
 }
 
 // What `setCallAttributes` has written per span, so later calls merge instead of replacing
 // (the OTel API has no attribute getter). Weak: it never outlives the span.
 const writtenAttributes = new WeakMap<Span, Record<string, unknown>>();
-const ATTRIBUTE_POLICY = { maxValueBytes: DEFAULT_MAX_VALUE_BYTES, redactor: compileRedactor(undefined) };
+const ATTRIBUTE_POLICY: CapturePolicy = { maxValueBytes: DEFAULT_MAX_VALUE_BYTES, redactor: compileRedactor(undefined) };
+// The capture policy of calls traced with their own `redact` or `maxValueBytes`, so what they set
+// as attributes is masked as their inputs are. Calls with the defaults are not listed.
+const callPolicies = new WeakMap<Span, CapturePolicy>();
+
+/** Capture what `setCallAttributes` adds to `span` with `policy` (the call's own options). */
+export function useCallPolicy(span: Span, policy: CapturePolicy): void {
+  callPolicies.set(span, policy);
+}
 
 /**
  * Add `attributes` to the current call's `attributes` (span attribute `wandb.attributes`, merged
- * with what earlier calls set; later keys win). Values are captured like inputs (safe copy, secret
- * keys masked). Does nothing outside a recording span. Never throws.
+ * with what earlier calls set; later keys win). Values are captured like inputs (safe copy, keys
+ * masked by the call's `redact`, else by the default rule). Does nothing outside a recording
+ * span. Never throws.
  *
  * @example
  * setCallAttributes({ env: 'prod', userTier: 'free' });
@@ -99,10 +113,11 @@ export function noteOnCall(span: Span, note: Record<string, unknown>): void {
 export function addCallAttributes(span: Span, attributes: Record<string, unknown>): void {
   try {
     if (!span.isRecording()) return;
-    const captured = capture(attributes, ATTRIBUTE_POLICY).value;
+    const policy = callPolicies.get(span) ?? ATTRIBUTE_POLICY;
+    const captured = capture(attributes, policy).value;
     if (captured === null || typeof captured !== 'object' || Array.isArray(captured)) return;
     const merged = { ...writtenAttributes.get(span), ...(captured as Record<string, unknown>) };
-    const { value, json } = capture(merged, ATTRIBUTE_POLICY);
+    const { value, json } = capture(merged, policy);
     writtenAttributes.set(span, value as Record<string, unknown>);
     span.setAttribute(CALL_ATTRIBUTES, json);
   } catch {

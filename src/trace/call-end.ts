@@ -59,12 +59,28 @@ export class CallEnd {
     if (this.#done) return;
     this.#done = true;
     this.#unwatch();
+    // Each step on its own: a hostile thrown value (a Proxy whose traps throw, an Error whose
+    // `message` getter throws inside recordException) must neither replace the user's error nor
+    // leave the call reading as a success.
+    let message = 'error';
     try {
-      const message = thrownText(error, this.policy);
-      this.span.recordException(error instanceof Error || typeof error === 'string' ? error : { name: typeof error, message });
+      message = thrownText(error, this.policy);
+    } catch {
+      // The status below still says the call failed.
+    }
+    try {
       this.span.setStatus({ code: SpanStatusCode.ERROR, message });
     } catch {
-      // A hostile thrown value (a Proxy whose traps throw) must not replace the user's error.
+      // Nothing more to do: the span still ends below.
+    }
+    try {
+      this.span.recordException(error instanceof Error || typeof error === 'string' ? error : { name: typeof error, message });
+    } catch {
+      try {
+        this.span.recordException({ name: typeof error, message });
+      } catch {
+        // The status already carries the message.
+      }
     }
     this.span.end();
   }

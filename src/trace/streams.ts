@@ -164,6 +164,33 @@ export function instrumentStream<T extends object>(
   return value;
 }
 
+/**
+ * Make `iterator`, the first one taken from `owner` (a thenable that is also async-iterable),
+ * end the call as a stream. Returns the iterator to hand to the consumer.
+ */
+export function observeIteration(
+  iterator: AsyncIterator<unknown>,
+  owner: object,
+  end: CallEnd,
+  ctx: Context,
+  chunks: ChunkPolicy,
+): AsyncIterator<unknown> {
+  return heldBy(wrapIterator(iterator, new StreamRun(end, ctx, chunks), true), owner) as AsyncIterator<unknown>;
+}
+
+/**
+ * Iterators being read, each keeping alive the object it was taken from. The call watches that
+ * object (`CallEnd.watch`) to end as `abandoned` when it is collected unread; a consumer in the
+ * middle of `for await` holds only the iterator, which for many iterables (`{ [Symbol.asyncIterator]:
+ * () => generator }`) holds no reference back, so the call would be ended while still being read.
+ */
+const readFrom = new WeakMap<object, object>();
+
+function heldBy(iterator: object, owner: object): object {
+  readFrom.set(iterator, owner);
+  return iterator;
+}
+
 function patchAsyncIterable(iterable: object, run: StreamRun): void {
   const original = (iterable as { [Symbol.asyncIterator]: IteratorMethod })[Symbol.asyncIterator];
   let claimed = false;
@@ -171,7 +198,7 @@ function patchAsyncIterable(iterable: object, run: StreamRun): void {
     const iterator = context.with(run.ctx, original, this) as AsyncIterator<unknown>;
     if (claimed || run.end.done) return iterator;
     claimed = true;
-    return wrapIterator(iterator, run, true);
+    return heldBy(wrapIterator(iterator, run, true), iterable);
   };
   try {
     Object.defineProperty(iterable, Symbol.asyncIterator, { value: patched, writable: true, configurable: true });

@@ -6,7 +6,7 @@ import { context, INVALID_SPAN_CONTEXT, isSpanContextValid, trace as otelTrace }
 import type { Context, Span, Tracer, TracerProvider } from '@opentelemetry/api';
 import { InvalidOptionError, rejectUnknownOptions } from '../errors.js';
 import { DISPLAY_NAME, INPUTS, SPAN_KIND } from './attributes.js';
-import { enterThread } from './call-context.js';
+import { enterThread, useCallPolicy } from './call-context.js';
 import { CallEnd } from './call-end.js';
 import type { CapturePolicy } from './capture.js';
 import { DEFAULT_MAX_VALUE_BYTES } from './capture.js';
@@ -14,7 +14,7 @@ import { compileInputs, type InputsText } from './inputs.js';
 import { readParams } from './params.js';
 import type { RedactOption, Redactor } from './redact.js';
 import { compileRedactor } from './redact.js';
-import { instrumentStream, streamShape } from './streams.js';
+import { instrumentStream, observeIteration, streamShape, type ChunkPolicy } from './streams.js';
 
 /** Options of `trace(fn, options)` and `@traced(options)`. */
 export interface TraceOptions {
@@ -71,6 +71,8 @@ interface TracedCall {
   readonly displayName: string | undefined;
   readonly reduce: ((chunks: unknown[]) => unknown) | undefined;
   readonly policy: CapturePolicy;
+  /** Whether `policy` differs from the default (then `setCallAttributes` in the call uses it too). */
+  readonly customPolicy: boolean;
   readonly captureInputs: boolean;
   readonly captureOutput: boolean;
   /**
@@ -98,10 +100,17 @@ function currentTracer(): Tracer {
   return tracer;
 }
 
+/** The function each wrapper wraps, so wrapping a wrapper reads the first function's parameters. */
+const wrappedFunctions = new WeakMap<Function, Function>();
+
+/** Own properties of a function that the wrapper has of its own, or that cannot be copied. */
+const OWN_FUNCTION_PROPERTIES: ReadonlySet<string | symbol> = new Set(['name', 'length', 'prototype', 'arguments', 'caller']);
+
 /**
  * Wrap `fn` so every call is a span (a call record once exported): inputs by parameter name,
- * output, errors, and streams consumed later. The returned function has `fn`'s type, `name`
- * and `length`.
+ * output, errors, and streams consumed later. The returned function has `fn`'s type, `name`,
+ * `length` and own properties (a tool's `description`, a class's static members), copied when
+ * `trace()` runs.
  *
  * @example
  * const answer = trace(async function answer(question: string) {
@@ -120,7 +129,22 @@ export function trace<F extends (...args: any[]) => any>(fn: F, options: TraceOp
   // `new traced()` must build an instance of `fn` (Reflect.construct takes the prototype from
   // new.target, which is the wrapper).
   if (fn.prototype !== undefined) traced.prototype = fn.prototype;
+  copyOwnProperties(fn, traced);
+  wrappedFunctions.set(traced, wrappedFunctions.get(fn) ?? fn);
   return traced as unknown as F;
+}
+
+/** `fn`'s own properties onto its wrapper: its type (F) says they are there. Never throws. */
+function copyOwnProperties(fn: Function, traced: Function): void {
+  for (const key of Reflect.ownKeys(fn)) {
+    if (OWN_FUNCTION_PROPERTIES.has(key)) continue;
+    try {
+      const descriptor = Object.getOwnPropertyDescriptor(fn, key);
+      if (descriptor !== undefined) Object.defineProperty(traced, key, descriptor);
+    } catch {
+      // A property the wrapper cannot take (a Proxy's trap threw): the call itself still works.
+    }
+  }
 }
 
 function compileCall(fn: Function, options: TraceOptions): TracedCall {
@@ -132,6 +156,7 @@ function compileCall(fn: Function, options: TraceOptions): TracedCall {
     displayName: options.displayName,
     reduce: options.reduce,
     policy: { maxValueBytes, redactor },
+    customPolicy: options.redact !== undefined || options.maxValueBytes !== undefined,
     captureInputs,
     captureOutput,
     inputs: undefined,
@@ -218,9 +243,10 @@ function invoke(fn: Function, thisArg: unknown, args: unknown[], newTarget: unkn
 /** Attributes known when the call starts; returns the context the body runs in. */
 function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Context, args: unknown[]): Context {
   if (call.captureInputs) {
-    call.inputs ??= compileInputs(readParams(call.fn), call.policy);
+    call.inputs ??= compileInputs(readParams(wrappedFunctions.get(call.fn) ?? call.fn), call.policy);
     span.setAttribute(INPUTS, call.inputs(args));
   }
+  if (call.customPolicy) useCallPolicy(span, call.policy);
   if (call.kind !== undefined) span.setAttribute(SPAN_KIND, call.kind);
   if (call.displayName !== undefined) span.setAttribute(DISPLAY_NAME, call.displayName);
   return enterThread(span, parent, ctx);
@@ -229,11 +255,14 @@ function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Contex
 /**
  * What the caller gets back, with the span's end attached to it:
  * - a native promise: the promise its `then` returns (so an unhandled rejection stays unhandled);
- * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed
- *   (see observeSubclass for how its unhandled rejections stay unhandled);
+ * - a promise subclass (an SDK's `APIPromise` with extra methods), or a native promise carrying
+ *   members of its own (ky's `ResponsePromise`: `.json()`): the same object, observed (see
+ *   observeSubclass for how its unhandled rejections stay unhandled);
  * - another thenable (often lazy: a query builder runs on each `then`): a proxy whose `then` is
  *   observed, so the work still runs once, when the caller awaits; its methods that return the
- *   builder itself return the proxy, so a chain (`.where(...).limit(10)`) stays observed;
+ *   builder itself return the proxy, so a chain (`.where(...).limit(10)`) stays observed; one
+ *   that is also async-iterable (a Mongoose `Query`: `for await (const doc of Model.find())`)
+ *   ends the call as a stream when it is iterated instead;
  * - a stream: the same object, instrumented (see streams.ts);
  * - anything else: the value itself, the span ended now.
  */
@@ -255,10 +284,19 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
     throw error;
   };
   if (result instanceof Promise) {
-    if (Object.getPrototypeOf(result) === Promise.prototype) return result.then(onValue, onError);
+    if (Object.getPrototypeOf(result) === Promise.prototype && Reflect.ownKeys(result).length === 0) {
+      return result.then(onValue, onError);
+    }
     return observeSubclass(result, onValue, onError);
   }
-  return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end);
+  const iterate = (iterator: AsyncIterator<unknown>, owner: object): AsyncIterator<unknown> =>
+    observeIteration(iterator, owner, end, ctx, chunkPolicyOf(call));
+  return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end, iterate);
+}
+
+/** What a streamed call keeps of its chunks. */
+function chunkPolicyOf(call: TracedCall): ChunkPolicy {
+  return { reduce: call.reduce, maxKeptBytes: call.captureOutput ? call.policy.maxValueBytes : 0 };
 }
 
 /** End the call with a plain value, or hand a stream to streams.ts. Returns what the caller sees. */
@@ -270,10 +308,7 @@ function settleValue(call: TracedCall, end: CallEnd, ctx: Context, value: unknow
     } catch {
       shape = undefined;
     }
-    if (shape !== undefined) {
-      const maxKeptBytes = call.captureOutput ? call.policy.maxValueBytes : 0;
-      return instrumentStream(value, shape, end, ctx, { reduce: call.reduce, maxKeptBytes });
-    }
+    if (shape !== undefined) return instrumentStream(value, shape, end, ctx, chunkPolicyOf(call));
   }
   end.succeed(value);
   return value;
@@ -324,6 +359,7 @@ function observeThenable(
   onValue: (value: unknown) => unknown,
   onError: (error: unknown) => void,
   end: CallEnd,
+  iterate: (iterator: AsyncIterator<unknown>, owner: object) => AsyncIterator<unknown>,
 ): PromiseLike<unknown> {
   let observed = false;
   const observedThen = function (
@@ -361,6 +397,15 @@ function observeThenable(
       if (property === 'then') return observedThen;
       const member: unknown = Reflect.get(target, property, target);
       if (typeof member !== 'function') return member;
+      if (property === Symbol.asyncIterator) {
+        // Iterated instead of awaited: the first iterator taken before any `then` is the call's stream.
+        return function (this: unknown): unknown {
+          const iterator = Reflect.apply(member, target, []) as AsyncIterator<unknown>;
+          if (observed || end.done) return iterator;
+          observed = true;
+          return iterate(iterator, proxy);
+        };
+      }
       // A fluent builder's method returns the builder itself (`query().where(...).limit(10)`):
       // hand back the proxy, so the chain's final `then` is still the observed one.
       return function (this: unknown, ...args: unknown[]): unknown {

@@ -1,0 +1,128 @@
+/**
+ * The wrapper at its edges: returned promises with members of their own, the wrapped function's
+ * own properties, errors whose message cannot be read, nested `withThread`, wrapping a traced
+ * function again, and `setCallAttributes` under the call's own `redact`.
+ */
+import { SpanStatusCode } from '@opentelemetry/api';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { toCallParts } from '../../src/mapping/index.js';
+import { setCallAttributes, trace, withThread } from '../../src/trace/index.js';
+import { installProvider, jsonAttribute } from './provider.js';
+
+const tracing = installProvider();
+beforeEach(() => tracing.reset());
+afterEach(() => expect(tracing.warnings).toEqual([]));
+afterAll(() => tracing.provider.shutdown());
+
+describe('the caller gets what the function returned', () => {
+  it("keeps the own members of a returned native promise (ky's ResponsePromise: ky.get(url).json())", async () => {
+    // ky (source/core/Ky.ts, Ky.create) returns the promise of an async function with `json`,
+    // `text`, `blob`... assigned onto it as own properties.
+    type ResponsePromise = Promise<{ status: number }> & { json(): Promise<unknown> };
+    function kyGet(url: string): ResponsePromise {
+      const result = (async () => ({ status: 200 }))() as ResponsePromise;
+      result.json = async () => ({ url, answer: 42 });
+      return result;
+    }
+    const fetchAnswer = trace(function fetchAnswer(url: string) {
+      return kyGet(url);
+    });
+    const returned = fetchAnswer('https://api.example.com/answer');
+    // Not `promise.then(...)`, a new promise without `json`.
+    expect(typeof returned.json).toBe('function');
+    expect(await returned.json()).toEqual({ url: 'https://api.example.com/answer', answer: 42 });
+    expect(await returned).toEqual({ status: 200 });
+  });
+
+  it('keeps the own properties of the wrapped function (its type, F, says they are there)', () => {
+    const search = Object.assign(
+      function search(query: string) {
+        return [query];
+      },
+      { description: 'Search the web', schema: { type: 'object' } },
+    );
+    const tool = trace(search);
+    // trace() returns F, which says they are there.
+    expect(tool.description).toBe('Search the web');
+    expect(tool.schema).toEqual({ type: 'object' });
+  });
+});
+
+describe('errors are always recorded', () => {
+  it('records an Error whose message getter throws as a failure (status ERROR), not as a success', () => {
+    class LazyError extends Error {
+      override get message(): string {
+        throw new Error('message not loaded');
+      }
+    }
+    const thrown = new LazyError();
+    const fail = trace(function fail() {
+      throw thrown;
+    });
+    expect(() => fail()).toThrow(thrown);
+    // recordException() throws on the message; the status must say ERROR regardless.
+    const span = tracing.span('fail');
+    expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    expect(toCallParts(span, 'acme/hunt').end.exception).toBeTypeOf('string');
+  });
+});
+
+describe('withThread', () => {
+  it('a call nested inside a turn is never a turn itself, even under a nested withThread (ThreadOptions.turn doc)', () => {
+    const lookup = trace(function lookup() {
+      return 1;
+    });
+    // A helper or library used inside the turn also scopes its work to the conversation.
+    const reply = trace(function reply() {
+      return withThread('conv-1', () => lookup());
+    });
+    withThread('conv-1', () => reply());
+    expect(tracing.span('reply').attributes['wandb.is_turn']).toBe(true);
+    // One message, one turn.
+    expect(tracing.span('lookup').attributes['wandb.is_turn']).toBe(false);
+    expect(toCallParts(tracing.span('lookup'), 'acme/hunt').start.turn_id ?? null).toBeNull();
+  });
+});
+
+describe('parameter names', () => {
+  it('a traced function wrapped again (trace(trace(f)), @traced on a traced method) keeps parameter names', () => {
+    const add = trace(function add(a: number, b: number) {
+      return a + b;
+    });
+    const timed = trace(add, { name: 'timedAdd' });
+    expect(timed(1, 2)).toBe(3);
+    expect(jsonAttribute(tracing.span('add'), 'inputs')).toEqual({ a: 1, b: 2 });
+    // Not {"args":[1,2]}, read from the wrapper's own `(...args)`.
+    expect(jsonAttribute(tracing.span('timedAdd'), 'inputs')).toEqual({ a: 1, b: 2 });
+  });
+});
+
+describe("setCallAttributes and the call's redact option", () => {
+  it("masks the keys the call's redact list adds", () => {
+    const handle = trace(
+      function handle(userEmail: string) {
+        setCallAttributes({ userEmail, plan: 'pro' });
+        return 'ok';
+      },
+      { redact: ['userEmail'] },
+    );
+    handle('ann@example.com');
+    const span = tracing.span('handle');
+    expect(jsonAttribute(span, 'inputs')).toEqual({ userEmail: '[REDACTED]' });
+    expect(jsonAttribute(span, 'wandb.attributes')).toEqual({ userEmail: '[REDACTED]', plan: 'pro' });
+  });
+
+  it("applies the call's redact function", () => {
+    const handle = trace(
+      function handle(ip: string) {
+        setCallAttributes({ clientIp: ip });
+        return 'ok';
+      },
+      { redact: (key, value) => (/ip$/i.test(key) ? 'x.x.x.x' : value) },
+    );
+    handle('10.1.2.3');
+    const span = tracing.span('handle');
+    expect(jsonAttribute(span, 'inputs')).toEqual({ ip: 'x.x.x.x' });
+    expect(jsonAttribute(span, 'wandb.attributes')).toEqual({ clientIp: 'x.x.x.x' });
+  });
+});
