@@ -263,6 +263,11 @@ interface Entry<T> {
   mode: Mode | undefined;
   /** Whether its strings were already cut after a 413 (only one more attempt is allowed). */
   shrunkAfter413: boolean;
+  /**
+   * The body bytes its strings were last cut to (to fit `maxBatchBytes`, or after a 413), so that
+   * re-serialising it after the switch to complete mode cuts it again rather than sending it whole.
+   */
+  cutTo: number | undefined;
 }
 
 interface FlushWaiter {
@@ -375,6 +380,7 @@ class QueueBatcher<T> implements Batcher<T> {
       items: 0,
       mode: undefined,
       shrunkAfter413: false,
+      cutTo: undefined,
     });
     this.#pendingBytes += estimate;
     this.#heldBytes += estimate;
@@ -724,17 +730,21 @@ class QueueBatcher<T> implements Batcher<T> {
     entry.mode = mode;
   }
 
-  /** Cut the record's largest strings so its items fit `maxBytes` of body; false if impossible. */
-  #shrink(entry: Entry<T>, maxBytes: number): boolean {
+  /**
+   * Cut the record's largest strings so its items fit `maxBytes` of body; false if impossible
+   * (with `bestEffort`: only if no string could be cut, else it is cut as far as it goes).
+   */
+  #shrink(entry: Entry<T>, maxBytes: number, options: { bestEffort?: boolean } = {}): boolean {
     const json = entry.json;
     if (json === undefined || entry.mode === undefined) return false;
     const items = JSON.parse(`[${Buffer.from(json.buffer, json.byteOffset, json.length).toString('utf8')}]`) as unknown[];
     // The array's brackets and commas are the same bytes the body spends on this record.
-    const cut = truncateLargestStrings(items, maxBytes);
+    const cut = truncateLargestStrings(items, maxBytes, options);
     if (cut === undefined) return false;
     const out = this.#writer;
     out.begin();
     this.#setJson(entry, writeItems(cut, out), cut.length, entry.mode);
+    entry.cutTo = maxBytes;
     return true;
   }
 
@@ -845,7 +855,9 @@ class QueueBatcher<T> implements Batcher<T> {
     const [entry] = batch as [Entry<T>];
     if (!entry.shrunkAfter413) {
       entry.shrunkAfter413 = true;
-      if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413))) return 'retry';
+      // Aim at a quarter; when the strings are too small a part of the record for that, send it
+      // cut as far as they allow: the server's limit is unknown and may still be met.
+      if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413), { bestEffort: true })) return 'retry';
     }
     this.#settle(batch, 'too_large', reason);
     return Promise.resolve();
@@ -869,7 +881,13 @@ class QueueBatcher<T> implements Batcher<T> {
     const kept: Array<Entry<T>> = [];
     for (const entry of batch) {
       if (slicer.spent()) await slicer.yield();
-      if (this.#serialise(entry)) kept.push(entry);
+      if (!this.#serialise(entry)) continue;
+      // Written again whole from the span: cut it as it was cut before (a body never goes over
+      // maxBatchBytes, and a 413's cut stays made).
+      if (entry.cutTo !== undefined && this.#wireBytes(entry) > entry.cutTo) {
+        this.#shrink(entry, entry.cutTo, { bestEffort: true });
+      }
+      kept.push(entry);
     }
     slicer.reportOvertime();
     return kept;

@@ -18,12 +18,15 @@ interface StringSlot {
 /**
  * Return a copy of `value` (plain JSON data, as `JSON.parse` gives) whose JSON text is at most
  * `maxBytes` UTF-8 bytes, obtained by cutting its largest strings; `undefined` when cutting every
- * string down to `MIN_KEPT_CHARS` is still not enough. The input is not modified.
+ * string down to `MIN_KEPT_CHARS` is still not enough. With `bestEffort`, that case gives the
+ * copy cut as far as the strings allow instead (`undefined` only when no string could be cut).
+ * The input is not modified.
  *
  * @example truncateLargestStrings({ a: 'x'.repeat(10_000) }, 1000) // { a: 'xxx…[truncated 9xxx bytes]' }
  */
-export function truncateLargestStrings<T>(value: T, maxBytes: number): T | undefined {
+export function truncateLargestStrings<T>(value: T, maxBytes: number, options: { bestEffort?: boolean } = {}): T | undefined {
   const copy = JSON.parse(JSON.stringify(value)) as T;
+  let cutEver = false;
   // JSON escaping makes the byte saving of a cut an estimate, so measure again after each round.
   for (let round = 0; round < MAX_ROUNDS; round += 1) {
     let excess = Buffer.byteLength(JSON.stringify(copy)) - maxBytes;
@@ -38,9 +41,11 @@ export function truncateLargestStrings<T>(value: T, maxBytes: number): T | undef
       excess -= cut.saved;
       cutAny = true;
     }
-    if (!cutAny) return undefined;
+    cutEver ||= cutAny;
+    if (!cutAny) break;
   }
-  return Buffer.byteLength(JSON.stringify(copy)) <= maxBytes ? copy : undefined;
+  if (Buffer.byteLength(JSON.stringify(copy)) <= maxBytes) return copy;
+  return options.bestEffort === true && cutEver ? copy : undefined;
 }
 
 function collectStrings(root: unknown): StringSlot[] {

@@ -49,4 +49,13 @@ describe('truncateLargestStrings', () => {
     expect(truncateLargestStrings({ many, s: 'q'.repeat(10_000) }, 500)).toBeUndefined();
     expect(truncateLargestStrings({ s: 'q'.repeat(10_000) }, 10)).toBeUndefined();
   });
+
+  it('with bestEffort, cuts as far as the strings allow when that is not enough, and gives up only when nothing can be cut', () => {
+    const many = Array.from({ length: 2000 }, (_, index) => index);
+    const result = truncateLargestStrings({ many, s: 'q'.repeat(10_000) }, 500, { bestEffort: true });
+    expect(result?.many).toEqual(many);
+    expect(result?.s).toMatch(/^q{64}…\[truncated \d+ bytes\]$/);
+    expect(size(result)).toBeLessThan(size({ many, s: 'q'.repeat(10_000) }));
+    expect(truncateLargestStrings({ many, s: 'short' }, 500, { bestEffort: true })).toBeUndefined();
+  });
 });
