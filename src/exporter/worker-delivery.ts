@@ -610,8 +610,16 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
       }
       case 'diag':
         // The worker's own messages: printed here too when the application has no diag logger.
-        if (message.level === 'debug' || message.level === 'verbose') diag[message.level](message.message);
-        else this.#log[message.level](message.message);
+        if (message.level === 'debug' || message.level === 'verbose') {
+          try {
+            diag[message.level](message.message);
+          } catch {
+            // The application's logger threw: its problem must not escape this listener as an
+            // uncaught exception (SPEC §4.12), as createLog guards the other levels.
+          }
+        } else {
+          this.#log[message.level](message.message);
+        }
         break;
     }
   }
