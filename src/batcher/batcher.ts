@@ -158,11 +158,15 @@ const SHRINK_AFTER_413 = 0.25;
  * Content-Length and then closes the socket without reading the body makes the kernel reset the
  * connection; when the reset overtakes the answer, all the client sees is `write ECONNRESET`. Once
  * may be a network blip (it is retried as one); twice in a row for the same body is the early 413
- * whose answer was lost. Measured: with the client on its own thread (the delivery worker) a
- * fault proxy answering this way lost the answer to the reset in about half the runs, and the
- * batches then retried the same body until `maxRetryMs`.
+ * whose answer was lost, or an outage that resets connections mid-body (a restarting backend
+ * behind a TCP proxy). Splitting a batch loses nothing either way; cutting a single record's
+ * strings does, so that is done only when a request with no records (`{"batch":[]}`) gets an
+ * answer: the server is up, and it is the size it refuses. Measured: with the client on its own
+ * thread (the delivery worker) a fault proxy answering with an early 413 lost the answer to the
+ * reset in about half the runs, and the batches then retried the same body until `maxRetryMs`.
  */
 const UPLOAD_CUTS_BEFORE_SPLIT = 2;
+const EMPTY_BODY = Buffer.from(`${BODY_START}${BODY_END}`, 'latin1');
 
 /** After the shutdown timeout aborts requests, how long to wait for them to unwind. */
 const ABORT_GRACE_MS = 1000;
@@ -802,7 +806,7 @@ class QueueBatcher<T> implements Batcher<T> {
         case 'retry': {
           this.#reportOutage(outcome.status === undefined ? outcome.reason : `HTTP ${outcome.status}: ${outcome.reason}`);
           uploadCuts = outcome.cutDuringUpload === true ? uploadCuts + 1 : 0;
-          if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT) {
+          if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT && (batch.length > 1 || (await this.#answersSmallRequests(mode)))) {
             uploadCuts = 0;
             const reason = `the server closed the connection during the upload ${UPLOAD_CUTS_BEFORE_SPLIT} times in a row (an early 413 whose answer was lost): ${outcome.reason}`;
             const split = this.#splitForSize(batch, startedAt, reason);
@@ -847,6 +851,15 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 
   /**
+   * Whether the service answers a request with no records (any answer but a retryable one): then
+   * uploads cut mid-body are about their size, not an outage.
+   */
+  async #answersSmallRequests(mode: Mode): Promise<boolean> {
+    const outcome = await this.#post(mode, EMPTY_BODY);
+    return outcome.kind !== 'retry';
+  }
+
+  /**
    * What a 413 does (SPEC §4.6): several records are sent as two halves; a single record has its
    * largest strings cut once (`'retry'`: send it again), and after that is dropped as `too_large`.
    */
@@ -855,9 +868,16 @@ class QueueBatcher<T> implements Batcher<T> {
     const [entry] = batch as [Entry<T>];
     if (!entry.shrunkAfter413) {
       entry.shrunkAfter413 = true;
+      const before = this.#wireBytes(entry);
       // Aim at a quarter; when the strings are too small a part of the record for that, send it
       // cut as far as they allow: the server's limit is unknown and may still be met.
-      if (this.#shrink(entry, Math.floor(this.#wireBytes(entry) * SHRINK_AFTER_413), { bestEffort: true })) return 'retry';
+      if (this.#shrink(entry, Math.floor(before * SHRINK_AFTER_413), { bestEffort: true })) {
+        // Not a drop, but the call will not hold all its text: say so (rare: one span at a time).
+        this.#log.warn(
+          `callbridge: the service refused a span of ${before} bytes for its size (${reason}); its largest strings were cut to ${this.#wireBytes(entry)} bytes and it is sent once more`,
+        );
+        return 'retry';
+      }
     }
     this.#settle(batch, 'too_large', reason);
     return Promise.resolve();

@@ -705,6 +705,10 @@ describe('413 (SPEC §4.6)', () => {
     expect(batcher.stats()).toMatchObject({ delivered: 1, dropped: { too_large: 0 } });
     const last = transport.posted.at(-1)!;
     expect(JSON.parse(last.body).batch[0].req.start.payload).toMatch(/…\[truncated \d+ bytes\]$/);
+    // Not a drop, but not silent either: the call will not hold all its text.
+    expect(logged.filter((line) => line.level === 'warn').map((line) => line.message)).toEqual([
+      expect.stringMatching(/^callbridge: the service refused a span of \d+ bytes for its size \(Request too large\); its largest strings were cut to \d+ bytes and it is sent once more$/),
+    ]);
   });
 
   it('drops as too_large a span that still gets 413 after cutting, without blocking the others', async () => {
@@ -734,6 +738,24 @@ describe('413 (SPEC §4.6)', () => {
       // Once is a blip (retried as is), twice in a row is the size: the same body went twice.
       expect(transport.posted[1]!.body).toBe(first.body);
       expect(transport.posted[2]!.ids.length).toBeLessThan(first.ids.length);
+    });
+
+    it('keeps a single span whole while even an empty request is cut (an outage resetting mid-body), and delivers it after', async () => {
+      let outage = true;
+      const { transport, batcher } = setup({}, () =>
+        outage ? { kind: 'retry', reason: 'write ECONNRESET', code: 'ECONNRESET', cutDuringUpload: true } : OK,
+      );
+      batcher.add(record(1, 'z'.repeat(60_000)));
+      const flush = batcher.forceFlush();
+      await settle(20_000);
+      outage = false;
+      await settle(60_000);
+      await flush;
+      expect(batcher.stats()).toMatchObject({ delivered: 1, dropped: { too_large: 0 } });
+      const last = transport.posted.at(-1)!;
+      expect(JSON.parse(last.body).batch[0].req.start.payload).toBe('z'.repeat(60_000));
+      // Probes (no records) were sent after cuts in a row, and none of them made the span shrink.
+      expect(transport.posted.some((request) => request.ids.length === 0)).toBe(true);
     });
 
     it('retries a single cut as a network error and sends the batch whole when the next attempt works', async () => {
