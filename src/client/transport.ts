@@ -183,7 +183,14 @@ class PoolTransport implements HttpTransport {
     const request: ExchangeRequest = options?.signal === undefined ? { path, body } : { path, body, signal: options.signal };
     if (options?.discardBody !== true) return this.request(request);
     const result = await this.exchange(request, drain);
-    return result.kind === 'ok' ? { kind: 'ok', status: result.status, body: undefined } : result;
+    if (result.kind === 'ok') return { kind: 'ok', status: result.status, body: undefined };
+    // A 2xx whose body then broke off or ran out of time: the service commits a write before it
+    // answers, and this body was to be discarded. Sending it again would only write the same
+    // records, and could end a batch that is stored as retries_exhausted.
+    if (result.status !== undefined && result.status >= 200 && result.status < 300) {
+      return { kind: 'ok', status: result.status, body: undefined, bodyError: result.reason };
+    }
+    return result;
   }
 
   async request(request: ExchangeRequest): Promise<SendOutcome> {
