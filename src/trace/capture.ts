@@ -7,17 +7,26 @@
  * the user's value again) is shrunk in passes with tighter string/item/depth caps. Every cut leaves
  * a visible marker (`…[truncated N chars]`, `[N more items]`, `[Truncated: too deep]`).
  *
+ * The walk's work is bounded too. A reference shared by several paths is copied again on each:
+ * right for a config object passed twice, exponential for an object graph (a DAG, people whose
+ * `friends` list each other). Past the first {@link MAX_CAPTURED_ITEMS} values, an object reached
+ * again whose copy was large is written `"[Truncated: repeated reference]"` (small ones are
+ * still copied whole), and past a few times the values that could fit `maxValueBytes` every further
+ * object is `"[Truncated: too many values]"` (getters that make a new object on every read).
+ *
  * How non-JSON values are written:
- * cycles -> `"[Circular]"` (a reference to an ancestor; shared references are copied again);
+ * cycles -> `"[Circular]"` (a reference to an ancestor; other shared references are copied again,
+ * up to the bound above);
  * a getter that throws -> `"[Getter threw: message]"`; class instances -> their own enumerable
  * properties, or `"[ClassName]"` when they have none (a web `ReadableStream` too); fetch's
  * `Headers` -> an object, `Response` and `Request` -> status, URL and headers; `toJSON()` is
  * honoured (a throwing one gives `"[toJSON threw: message]"`);
  * Map -> an object when every key is a string, else a list of `[key, value]` pairs; Set -> a list;
  * Date -> ISO text; bytes (Buffer, Uint8Array, ArrayBuffer) -> base64 text, or `"[Buffer N bytes]"`
- * when longer than the string cap; other typed arrays -> lists of numbers; bigint -> decimal text;
- * NaN/Infinity -> text; functions -> `"[Function name]"`; symbols -> `"Symbol(description)"`;
- * errors -> `{name, message, stack, cause?, ...own properties}`; promises, weak collections ->
+ * when longer than the string cap or past the text budget; other typed arrays -> lists of numbers;
+ * bigint -> decimal text; NaN/Infinity -> text; functions -> `"[Function name]"`; symbols ->
+ * `"Symbol(description)"`; errors -> `{name, message, stack, cause?, errors?, ...own properties}`
+ * (`errors`: an `AggregateError`'s list); promises, weak collections ->
  * `"[Promise]"`, `"[WeakMap]"`...; Node streams (an HTTP request or response too) -> their class
  * name, `"[Readable]"`, `"[ServerResponse]"` (their properties are internal state, buffered data
  * and raw headers); `undefined` object members are left out, as JSON does.
@@ -73,9 +82,34 @@ const MIN_DEPTH_CAP = 3;
  */
 const TEXT_BUDGET_FACTOR = 16;
 const SHORT_PREFIX = 32;
+/**
+ * The walk's work is counted in values copied (each object, list item and member once). Shared
+ * references were copied again on every path that reaches them, with no bound: a 21-level DAG
+ * referencing each level twice read 2 097 150 getters (1.5 s), ten people whose `friends` list
+ * each other 986 000 (1.7 s), and a complete graph of 12 objects exhausted the heap. Up to this
+ * many values (about a millisecond of copying) nothing is recorded, so ordinary values pay nothing; past
+ * it each object whose copy was large ({@link SMALL_COPY_VALUES}) is recorded, and is a marker when
+ * reached again.
+ */
+const RECORD_COPIES_AFTER = MAX_CAPTURED_ITEMS;
+/**
+ * A copy of at most this many values is small: made again wherever its object is reached (a shared
+ * message or config object stays whole everywhere). Re-copying large subtrees is what grows
+ * exponentially; recording only those keeps the record to a few thousand objects at most.
+ */
+const SMALL_COPY_VALUES = 256;
+/**
+ * Past this many times the values that could fit `maxValueBytes` (JSON takes at least 2 bytes a
+ * value, `0,`), every further object is a marker: only getters that make a new object on every
+ * read get there, or a value many times over its budget, whose tail the passes would cut anyway
+ * (a 2000 x 1536 matrix of numbers took 560 ms to copy whole, 120 ms now).
+ */
+const VALUE_BUDGET_FACTOR = 4;
 
 const CIRCULAR = '[Circular]';
 const TOO_DEEP = '[Truncated: too deep]';
+const REPEATED = '[Truncated: repeated reference]';
+const TOO_MANY = '[Truncated: too many values]';
 const MORE_KEYS = '…';
 
 /**
@@ -91,7 +125,9 @@ export function capture(value: unknown, policy: CapturePolicy): Captured {
     let limits: Limits = { strings: max, items: MAX_CAPTURED_ITEMS, depth: FIRST_DEPTH };
     const cuts: Cuts = { strings: new Map(), containers: new WeakMap() };
     const text = { remaining: max * TEXT_BUDGET_FACTOR };
-    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts, text }, 0);
+    const fitting = Math.max(MAX_CAPTURED_ITEMS, Math.floor(max / 2));
+    const work: Work = { values: 0, maxValues: fitting * VALUE_BUDGET_FACTOR, copiedLarge: undefined };
+    let data = copyValue(value, { redactor: policy.redactor, limits, ancestors: [], path: [], cuts, text, work }, 0);
     for (let pass = 0; pass < SHRINK_PASSES; pass++) {
       const json = JSON.stringify(data) ?? 'null';
       const bytes = utf8Length(json, max);
@@ -185,6 +221,17 @@ interface Walk {
   readonly cuts: Cuts;
   /** Characters the first copy may still keep at full length (see TEXT_BUDGET_FACTOR). */
   readonly text: { remaining: number };
+  readonly work: Work;
+}
+
+/** The work of one walk (see RECORD_COPIES_AFTER). */
+interface Work {
+  /** Values copied so far: objects, list items and members. */
+  values: number;
+  /** Past this many values, every object is written {@link TOO_MANY} (see VALUE_BUDGET_FACTOR). */
+  readonly maxValues: number;
+  /** The objects whose copy, made past RECORD_COPIES_AFTER values, took more than SMALL_COPY_VALUES. */
+  copiedLarge: Set<object> | undefined;
 }
 
 /**
@@ -229,6 +276,25 @@ function copyNumber(value: number): number | string {
 function copyObject(obj: object, walk: Walk, depth: number): unknown {
   if (walk.ancestors.includes(obj)) return CIRCULAR;
   if (depth >= walk.limits.depth) return TOO_DEEP;
+  if (walk.work.values >= RECORD_COPIES_AFTER) return copyRecorded(obj, walk, depth);
+  walk.work.values++;
+  return copyInside(obj, walk, depth);
+}
+
+/** Past RECORD_COPIES_AFTER values: the budget checked, large copies recorded and not made again. */
+function copyRecorded(obj: object, walk: Walk, depth: number): unknown {
+  const work = walk.work;
+  if (work.values >= work.maxValues) return TOO_MANY;
+  const copiedLarge = (work.copiedLarge ??= new Set());
+  if (copiedLarge.has(obj)) return REPEATED;
+  const start = work.values++;
+  const copied = copyInside(obj, walk, depth);
+  // Judged by this copy, not the first: one made near the depth cap is small, one higher up not.
+  if (work.values - start > SMALL_COPY_VALUES) copiedLarge.add(obj);
+  return copied;
+}
+
+function copyInside(obj: object, walk: Walk, depth: number): unknown {
   walk.ancestors.push(obj);
   try {
     return copyByKind(obj, walk, depth);
@@ -365,6 +431,7 @@ function copyList(
   copyItem: (item: unknown) => unknown = (item) => copyValue(item, walk, depth + 1),
 ): unknown[] {
   const count = Math.min(list.length, walk.limits.items);
+  walk.work.values += count;
   const out: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
     walk.path.push(i);
@@ -395,6 +462,7 @@ function head<T>(iterable: Iterable<T>, count: number): T[] {
 function copyProperties(obj: object, keys: readonly string[], walk: Walk, depth: number): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const count = Math.min(keys.length, walk.limits.items);
+  walk.work.values += count;
   for (let i = 0; i < count; i++) {
     const key = keys[i]!;
     let raw: unknown;
@@ -438,9 +506,9 @@ function setMember(out: Record<string, unknown>, key: string, value: unknown): v
 
 function copyError(error: Error, walk: Walk, depth: number): Record<string, unknown> {
   const out = copyProperties(error, Object.keys(error), walk, depth);
-  const read = (key: 'name' | 'message' | 'stack'): unknown => {
+  const read = (key: 'name' | 'message' | 'stack' | 'errors'): unknown => {
     try {
-      return error[key];
+      return (error as Error & { errors?: unknown })[key];
     } catch {
       return undefined;
     }
@@ -449,13 +517,25 @@ function copyError(error: Error, walk: Walk, depth: number): Record<string, unkn
   const message = read('message');
   const stack = read('stack');
   const cause = 'cause' in error ? copyMember('cause', error.cause, walk, depth) : undefined;
+  const errors = hasHiddenErrors(error) ? copyMember('errors', read('errors'), walk, depth) : undefined;
   return {
     name: typeof name === 'string' ? name : 'Error',
     message: typeof message === 'string' ? copyValue(message, walk, depth + 1) : String(message),
     ...(typeof stack === 'string' ? { stack: copyValue(stack, walk, depth + 1) } : {}),
     ...(cause !== undefined ? { cause } : {}),
+    ...(errors !== undefined ? { errors } : {}),
     ...out,
   };
+}
+
+/** Whether `error` has an own `errors` that Object.keys misses: an AggregateError's list is not enumerable. */
+function hasHiddenErrors(error: Error): boolean {
+  try {
+    const own = Object.getOwnPropertyDescriptor(error, 'errors');
+    return own !== undefined && !own.enumerable;
+  } catch {
+    return false; // a proxy's trap: the rest of the error is still read
+  }
 }
 
 function copyView(view: ArrayBufferView, walk: Walk, depth: number): unknown {
@@ -468,7 +548,11 @@ function copyView(view: ArrayBufferView, walk: Walk, depth: number): unknown {
 }
 
 function copyBytes(bytes: Uint8Array | Uint8ClampedArray, label: string, walk: Walk): string {
-  if (Math.ceil(bytes.byteLength / 3) * 4 > walk.limits.strings) return `[${label} ${bytes.byteLength} bytes]`;
+  // Base64 is text like any string, under the same text budget: 3000 references to one 150 KB
+  // Buffer made 600 MB of it, and the capture failed (past the longest string V8 can make).
+  const length = Math.ceil(bytes.byteLength / 3) * 4;
+  if (length > walk.limits.strings || walk.text.remaining <= 0) return `[${label} ${bytes.byteLength} bytes]`;
+  walk.text.remaining -= length;
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 }
 
@@ -479,6 +563,7 @@ function copyMap(map: Map<unknown, unknown>, walk: Walk, depth: number): unknown
   if (entries.every(([key]) => typeof key === 'string')) {
     const out: Record<string, unknown> = {};
     const count = entries.length;
+    walk.work.values += count;
     for (let i = 0; i < count; i++) {
       const [key, value] = entries[i] as [string, unknown];
       setMember(out, key, copyMember(key, value, walk, depth));

@@ -2,8 +2,9 @@
  * Which captured keys are masked (SPEC §5: "by default keys that look like secrets").
  *
  * The default rule works on the words of a key (split at `_`, `-`, `.`, spaces and camelCase
- * boundaries, lower-cased), so that `max_tokens`, `token_count` and `tokenizer` stay readable
- * while `access_token`, `OPENAI_API_KEY` and `x-api-key` are masked. A key is a secret when
+ * boundaries, lower-cased; an acronym ends before a capitalised word, so `openAIApiKey` is
+ * `open ai api key`), so that `max_tokens`, `token_count` and `tokenizer` stay readable while
+ * `access_token`, `OPENAI_API_KEY`, `x-api-key` and `HFToken` are masked. A key is a secret when
  * - any word is `password`, `passwd`, `passphrase`, `secret`, `apikey` (each also plural) or
  *   `authorization`; or
  * - two adjacent words are `api key`, `private key` or `access key` (or their plurals), or
@@ -68,6 +69,8 @@ export function isSecretKey(key: string): boolean {
 function classify(key: string): boolean {
   const words = key
     .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    // `AIApi` is `AI Api`: LangChain JS's `openAIApiKey` read as `open aiapi key` was written in clear.
+    .replace(/([A-Z])([A-Z][a-z])/g, '$1 $2')
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .filter((word) => word !== '');

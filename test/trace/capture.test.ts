@@ -274,6 +274,21 @@ describe('capture: values that are not JSON', () => {
     expect(String(copied.stack)).toContain('RangeError: out');
   });
 
+  it("writes an AggregateError's errors (not enumerable), capped like any list", () => {
+    const error = new AggregateError([new Error('first'), new TypeError('second'), 'plain'], 'all failed');
+    const copied = copy(error) as Record<string, unknown>;
+    expect(copied).toMatchObject({
+      name: 'AggregateError',
+      message: 'all failed',
+      errors: [{ name: 'Error', message: 'first' }, { name: 'TypeError', message: 'second' }, 'plain'],
+    });
+    const many = copy(new AggregateError(Array.from({ length: MAX_CAPTURED_ITEMS + 5 }, (_, i) => i))) as { errors: unknown[] };
+    expect(many.errors).toHaveLength(MAX_CAPTURED_ITEMS + 1);
+    expect(many.errors.at(-1)).toBe('[5 more items]');
+    // An `errors` someone set as an ordinary (enumerable) property is written once, as before.
+    expect(copy(Object.assign(new Error('e'), { errors: ['x'] }))).toMatchObject({ errors: ['x'] });
+  });
+
   it('never lets __proto__ keys change the prototype of the copy', () => {
     const parsed = JSON.parse('{"__proto__": {"polluted": true}, "a": 1}');
     const copied = copy(parsed) as Record<string, unknown>;
@@ -404,6 +419,141 @@ describe('capture: size caps', () => {
   });
 });
 
+describe('capture: bounded work on shared references', () => {
+  const REPEATED = '[Truncated: repeated reference]';
+  const TOO_MANY = '[Truncated: too many values]';
+
+  it('copies an object shared a few times in full wherever it is reached', () => {
+    const config = { model: 'gpt-4o', headers: { 'x-team': 'ml' } };
+    const message = { role: 'user', content: 'hi' };
+    expect(copy({ first: config, second: config, messages: [message, message, message] })).toEqual({
+      first: config,
+      second: config,
+      messages: [message, message, message],
+    });
+    // Two thousand records that share one object: well within what fits, so every copy is whole.
+    const meta = { source: 'crm', tags: ['a', 'b'], owner: { name: 'ann' } };
+    const records = Array.from({ length: 2000 }, (_, id) => ({ id, meta }));
+    const { value, json } = capture(records, policy());
+    expect(json).not.toContain('[Truncated');
+    expect(value).toEqual(records);
+  });
+
+  it('bounds the work on a small graph whose objects list each other (friends)', () => {
+    // Each person's `friends` getter returns the nine others: ~986 000 reads and seconds before.
+    let reads = 0;
+    interface Person {
+      readonly id: number;
+      readonly friends: Person[];
+    }
+    const people: Person[] = [];
+    for (let id = 0; id < 10; id++) {
+      const person: Person = {
+        id,
+        get friends() {
+          reads++;
+          return people.filter((other) => other !== person);
+        },
+      };
+      people.push(person);
+    }
+    const { value, json } = capture({ person: people[0] }, policy());
+    expect(reads).toBeLessThan(10_000);
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    expect(json).toContain(REPEATED);
+    // Written depth first: the first friend whole, each other one whole or marked as copied before.
+    type Copied = { id: number; friends: Array<Copied | string> };
+    const person = (value as { person: Copied }).person;
+    expect(person.id).toBe(0);
+    expect(person.friends).toHaveLength(9);
+    for (const [index, friend] of person.friends.entries()) {
+      if (typeof friend === 'string') expect(friend).toBe(REPEATED);
+      else expect(friend.id).toBe(index + 1);
+    }
+    expect((person.friends[0] as Copied).friends[0]).toBe('[Circular]');
+  });
+
+  it('bounds the work on a DAG whose every level references the next one twice', () => {
+    // 21 objects, 2 097 150 getter reads before.
+    let reads = 0;
+    let node: object = { leaf: true };
+    for (let level = 0; level < 20; level++) {
+      const child = node;
+      node = {
+        get left() {
+          reads++;
+          return child;
+        },
+        get right() {
+          reads++;
+          return child;
+        },
+      };
+    }
+    const { json } = capture(node, policy());
+    expect(reads).toBeLessThan(20_000);
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    expect(json).toContain(REPEATED);
+    // The first path down is copied whole, to the leaf.
+    expect(json.startsWith(`${'{"left":'.repeat(20)}{"leaf":true}`)).toBe(true);
+  });
+
+  it('bounds the work on a complete graph of plain objects', () => {
+    // Twelve objects that each hold the eleven others: exhausted the heap before (the process died).
+    let reads = 0;
+    const nodes: Array<Record<string, unknown>> = [];
+    for (let i = 0; i < 12; i++) {
+      nodes.push(
+        new Proxy({} as Record<string, unknown>, {
+          get(target, key, receiver) {
+            reads++;
+            return Reflect.get(target, key, receiver);
+          },
+        }),
+      );
+    }
+    for (const [i, node] of nodes.entries()) {
+      for (const [j, other] of nodes.entries()) if (i !== j) node[`n${j}`] = other;
+    }
+    reads = 0;
+    const { json } = capture(nodes[0], policy());
+    expect(reads).toBeLessThan(100_000);
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    expect(json).toContain(REPEATED);
+  });
+
+  it('stops copying past a budget of values when getters make new objects all the way down', () => {
+    // No object repeats: each read makes a new one, 2^18 of them (786 000 values).
+    let reads = 0;
+    const make = (level: number): object =>
+      level === 18
+        ? { leaf: true }
+        : {
+            get left() {
+              reads++;
+              return make(level + 1);
+            },
+            get right() {
+              reads++;
+              return make(level + 1);
+            },
+          };
+    const { json } = capture(make(0), policy({ maxValueBytes: 4096 }));
+    expect(reads).toBeLessThan(50_000);
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(4096);
+    expect(json).toContain(TOO_MANY);
+  });
+
+  it('counts bytes against the text budget: many references to one large Buffer stay bounded', () => {
+    // 3000 x 150 KB as base64 was past the longest string V8 can make: the capture failed.
+    const buffer = Buffer.alloc(150_000, 7);
+    const { value, json } = capture(Array.from({ length: 3000 }, () => buffer), policy());
+    expect(Array.isArray(value)).toBe(true);
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(DEFAULT_MAX_VALUE_BYTES);
+    expect(json).toContain('[Buffer 150000 bytes]');
+  });
+});
+
 describe('capture: sizing down lists and objects', () => {
   const ints = (count: number) => Array.from({ length: count }, (_, i) => i);
   /** The items a cut list kept, and the count its marker gives. */
@@ -479,6 +629,24 @@ describe('redaction', () => {
     for (const key of ['max_tokens', 'tokens', 'token_count', 'tokenizer', 'prompt_tokens', 'key', 'monkey', 'author', 'keyboard', 'question']) {
       expect(isSecretKey(key), key).toBe(false);
     }
+  });
+
+  it('splits camelCase keys after an acronym, so acronym-led secrets are masked and counts stay readable', () => {
+    // LangChain JS's `new ChatOpenAI({ openAIApiKey })`, Azure's, AWS's and Hugging Face's spellings.
+    for (const key of ['openAIApiKey', 'azureOpenAIApiKey', 'AWSSecretKey', 'AWSSecretAccessKey', 'HFToken', 'JWTToken',
+      'IDToken', 'OAuthToken', 'CSRFToken', 'APIKeys', 'APITokens', 'githubPATToken', 'OPENAIApiKey']) {
+      expect(isSecretKey(key), key).toBe(true);
+    }
+    for (const key of ['maxTokens', 'MAX_TOKENS', 'maxNewTokens', 'tokenCount', 'tokenizer', 'GPTTokenizer', 'inputTokens',
+      'promptTokens', 'completionTokens', 'OPENAI_API_BASE', 'openAIApiBase', 'apiBase', 'APIVersion', 'keyId', 'AWSRegion',
+      'HFModelId', 'JSONSchema', 'URLPath']) {
+      expect(isSecretKey(key), key).toBe(false);
+    }
+    expect(copy({ openAIApiKey: 'sk-live-123', modelName: 'gpt-4o', maxTokens: 256 })).toEqual({
+      openAIApiKey: REDACTED,
+      modelName: 'gpt-4o',
+      maxTokens: 256,
+    });
   });
 
   it('masks nested keys, Map keys and parameters, leaving the rest', () => {
