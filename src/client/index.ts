@@ -47,6 +47,22 @@ import type {
   ObjReadReq,
   ObjReadRes,
 } from '../wire/objects.js';
+import type {
+  RefsReadBatchReq,
+  RefsReadBatchRes,
+  TableCreateFromDigestsReq,
+  TableCreateFromDigestsRes,
+  TableCreateReq,
+  TableCreateRes,
+  TableQueryReq,
+  TableQueryRes,
+  TableQueryStatsBatchReq,
+  TableQueryStatsBatchRes,
+  TableQueryStatsReq,
+  TableQueryStatsRes,
+  TableUpdateReq,
+  TableUpdateRes,
+} from '../wire/tables.js';
 import { classify } from './classify.js';
 import { JsonLinesError, parseJsonLines } from './jsonl.js';
 import { errorFromOutcome } from './outcome-error.js';
@@ -147,6 +163,32 @@ export interface CallbridgeClient {
    * `NotFoundError` when one is missing (nothing is deleted then).
    */
   objDelete(req: ObjDeleteReq, options?: RequestOptions): Promise<ObjDeleteRes>;
+  /**
+   * `POST /table/create`: store a table of rows (JSON objects); answers its digest and one digest
+   * per row. The same rows again give the same digests.
+   */
+  tableCreate(req: TableCreateReq, options?: RequestOptions): Promise<TableCreateRes>;
+  /**
+   * `POST /table/update`: a new table made of `base_digest` by `append`, `pop` and `insert`
+   * updates in order; throws `NotFoundError` when the base table is absent.
+   */
+  tableUpdate(req: TableUpdateReq, options?: RequestOptions): Promise<TableUpdateRes>;
+  /** `POST /table/create_from_digests`: a table of rows the project holds already. */
+  tableCreateFromDigests(req: TableCreateFromDigestsReq, options?: RequestOptions): Promise<TableCreateFromDigestsRes>;
+  /**
+   * `POST /table/query`: a table's rows (table order unless `sort_by`), each with its
+   * `original_index`; no rows for a table that does not exist.
+   */
+  tableQuery(req: TableQueryReq, options?: RequestOptions): Promise<TableQueryRes>;
+  /** `POST /table/query_stats`: a table's row count. */
+  tableQueryStats(req: TableQueryStatsReq, options?: RequestOptions): Promise<TableQueryStatsRes>;
+  /** `POST /table/query_stats_batch`: row counts (and storage sizes) of the tables that exist. */
+  tableQueryStatsBatch(req: TableQueryStatsBatchReq, options?: RequestOptions): Promise<TableQueryStatsBatchRes>;
+  /**
+   * `POST /refs/read_batch`: the value each `weave:///` ref names, in order (null for a deleted
+   * object or a path the value does not have); throws `NotFoundError` when an object is absent.
+   */
+  refsReadBatch(req: RefsReadBatchReq, options?: RequestOptions): Promise<RefsReadBatchRes>;
   /** `POST /feedback/create`. */
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes>;
   /** `POST /feedback/query`. */
@@ -282,6 +324,34 @@ class TypedClient implements CallbridgeClient {
 
   objDelete(req: ObjDeleteReq, options?: RequestOptions): Promise<ObjDeleteRes> {
     return this.#postJson('/obj/delete', req, options);
+  }
+
+  tableCreate(req: TableCreateReq, options?: RequestOptions): Promise<TableCreateRes> {
+    return this.#postJson('/table/create', req, options);
+  }
+
+  tableUpdate(req: TableUpdateReq, options?: RequestOptions): Promise<TableUpdateRes> {
+    return this.#postJson('/table/update', req, options);
+  }
+
+  tableCreateFromDigests(req: TableCreateFromDigestsReq, options?: RequestOptions): Promise<TableCreateFromDigestsRes> {
+    return this.#postJson('/table/create_from_digests', req, options);
+  }
+
+  tableQuery(req: TableQueryReq, options?: RequestOptions): Promise<TableQueryRes> {
+    return this.#postJson('/table/query', req, options);
+  }
+
+  tableQueryStats(req: TableQueryStatsReq, options?: RequestOptions): Promise<TableQueryStatsRes> {
+    return this.#postJson('/table/query_stats', req, options);
+  }
+
+  tableQueryStatsBatch(req: TableQueryStatsBatchReq, options?: RequestOptions): Promise<TableQueryStatsBatchRes> {
+    return this.#postJson('/table/query_stats_batch', req, options);
+  }
+
+  refsReadBatch(req: RefsReadBatchReq, options?: RequestOptions): Promise<RefsReadBatchRes> {
+    return this.#postJson('/refs/read_batch', req, options);
   }
 
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes> {

@@ -5,5 +5,15 @@ import { feedbackRoutes } from './feedback.js';
 import { filesRoutes } from './files.js';
 import { objectsRoutes } from './objects.js';
 import { otlpRoutes } from './otlp.js';
+import { refsRoutes } from './refs.js';
+import { tablesRoutes } from './tables.js';
 
-export const ROUTE_MODULES: readonly RouteModule[] = [callsRoutes, objectsRoutes, feedbackRoutes, filesRoutes, otlpRoutes];
+export const ROUTE_MODULES: readonly RouteModule[] = [
+  callsRoutes,
+  objectsRoutes,
+  feedbackRoutes,
+  filesRoutes,
+  otlpRoutes,
+  tablesRoutes,
+  refsRoutes,
+];

@@ -5,10 +5,13 @@
  */
 import { CALLS_DDL } from './calls-ddl.js';
 import { CONTENT_DDL } from './content-ddl.js';
+import { TABLES_DDL } from './tables-ddl.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: call records.
   CALLS_DDL,
   // 2: objects, files and feedback.
   CONTENT_DDL,
+  // 3: tables (datasets) and their rows.
+  TABLES_DDL,
 ];

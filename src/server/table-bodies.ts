@@ -1,0 +1,101 @@
+/**
+ * Bodies of `/table/create` and `/table/update`, read so that each row keeps the text it arrived
+ * as: a row's digest is over Python's `json.dumps` of the row as the hosted service parsed it
+ * (python-json.ts), which key order and number spelling decide, and both are gone once the body
+ * is a JavaScript value.
+ *
+ * The readers plug into the app's JSON parser (`readBodyVerbatim`): they parse the body as the
+ * parsed path does (`JSON.parse`), then note where each row's text starts, keyed by the row's
+ * parsed object. Schema validation and the route then run as for any body; `rowText` turns a
+ * row into its Python text, from the noted source when there is one. A body `JSON.parse` refuses
+ * is answered null and takes the parsed path, which gives its usual 400.
+ */
+import { utf8BodyText } from './json-body-text.js';
+import { BadRequestError } from './errors.js';
+import { itemStarts, memberStart, pythonDumpsAt, pythonDumpsOf, skipWhitespace } from './python-json.js';
+import { CanonicalJsonError } from '../wire/digest.js';
+import { isRecord } from '../wire/common.js';
+
+interface RowSource {
+  readonly source: string;
+  readonly start: number;
+}
+
+/** Where each row of a body read here came from; entries go with the body they belong to. */
+const rowSources = new WeakMap<object, RowSource>();
+
+/** Reader of `/table/create` bodies: `{"table": {"rows": [row, ...]}}`. */
+export function readTableCreateBody(bytes: Buffer): object | null {
+  return readNotingRows(bytes, (source, body, note) => {
+    const table = memberStart(source, skipWhitespace(source, 0), 'table');
+    const starts = table === undefined ? undefined : rowStartsOf(source, table);
+    const rows = isRecord(body) && isRecord(body.table) ? body.table.rows : undefined;
+    if (starts !== undefined && Array.isArray(rows)) note(rows, starts);
+  });
+}
+
+/** Reader of `/table/update` bodies: `{"updates": [{"append": {"row": row}}, {"insert": {"index", "row"}}, ...]}`. */
+export function readTableUpdateBody(bytes: Buffer): object | null {
+  return readNotingRows(bytes, (source, body, note) => {
+    const updatesAt = memberStart(source, skipWhitespace(source, 0), 'updates');
+    const starts = updatesAt === undefined ? undefined : itemStarts(source, updatesAt);
+    const updates = isRecord(body) ? body.updates : undefined;
+    if (starts === undefined || !Array.isArray(updates) || starts.length !== updates.length) return;
+    updates.forEach((update: unknown, index) => {
+      if (!isRecord(update)) return;
+      for (const operation of ['append', 'insert']) {
+        const payload = update[operation];
+        const payloadAt = memberStart(source, starts[index] as number, operation);
+        const rowAt = payloadAt === undefined ? undefined : memberStart(source, payloadAt, 'row');
+        if (isRecord(payload) && rowAt !== undefined) note([payload.row], [rowAt]);
+      }
+    });
+  });
+}
+
+/**
+ * The Python `json.dumps` text of a row of a body read here (from its source text), or of any
+ * other row (from its JavaScript value).
+ * @throws BadRequestError naming `where` for a row nested too deeply or holding a number past the float range.
+ */
+export function rowText(row: Record<string, unknown>, where: string): string {
+  const noted = rowSources.get(row);
+  try {
+    return noted === undefined ? pythonDumpsOf(row) : pythonDumpsAt(noted.source, noted.start);
+  } catch (error) {
+    if (error instanceof CanonicalJsonError) throw new BadRequestError(`Invalid row at ${where}: ${error.message}`);
+    throw error;
+  }
+}
+
+type Note = (rows: readonly unknown[], starts: readonly number[]) => void;
+
+function readNotingRows(bytes: Buffer, locate: (source: string, body: unknown, note: Note) => void): object | null {
+  const source = utf8BodyText(bytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(source);
+  } catch {
+    return null;
+  }
+  if (typeof body !== 'object' || body === null) return null;
+  const note: Note = (rows, starts) => {
+    if (rows.length !== starts.length) return;
+    rows.forEach((row, index) => {
+      if (typeof row === 'object' && row !== null) rowSources.set(row, { source, start: starts[index] as number });
+    });
+  };
+  // The body parsed, so its text is valid JSON and locating cannot fail; were it to, the rows
+  // would still be read, from their values.
+  try {
+    locate(source, body, note);
+  } catch {
+    // Rows without a noted source take pythonDumpsOf.
+  }
+  return body;
+}
+
+function rowStartsOf(source: string, tableAt: number): number[] | undefined {
+  const rowsAt = memberStart(source, tableAt, 'rows');
+  return rowsAt === undefined ? undefined : itemStarts(source, rowsAt);
+}
