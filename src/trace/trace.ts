@@ -254,10 +254,10 @@ function describeCall(call: TracedCall, span: Span, parent: Context, ctx: Contex
 
 /**
  * What the caller gets back, with the span's end attached to it:
- * - a native promise: the promise its `then` returns (so an unhandled rejection stays unhandled);
- * - a promise subclass (an SDK's `APIPromise` with extra methods), or a native promise carrying
- *   members of its own (ky's `ResponsePromise`: `.json()`): the same object, observed (see
- *   observeSubclass for how its unhandled rejections stay unhandled);
+ * - a native promise: the promise its `then` returns (so an unhandled rejection stays unhandled),
+ *   with the members the function put on it (ky's `ResponsePromise`: `.json()`) copied over;
+ * - a promise subclass (an SDK's `APIPromise` with extra methods): the same object, observed
+ *   (see observeSubclass for how its unhandled rejections stay unhandled);
  * - another thenable (often lazy: a query builder runs on each `then`): a proxy whose `then` is
  *   observed, so the work still runs once, when the caller awaits; its methods that return the
  *   builder itself return the proxy, so a chain (`.where(...).limit(10)`) stays observed; one
@@ -284,14 +284,30 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
     throw error;
   };
   if (result instanceof Promise) {
-    if (Object.getPrototypeOf(result) === Promise.prototype && Reflect.ownKeys(result).length === 0) {
-      return result.then(onValue, onError);
-    }
+    if (Object.getPrototypeOf(result) === Promise.prototype) return withOwnMembers(result, result.then(onValue, onError));
     return observeSubclass(result, onValue, onError);
   }
   const iterate = (iterator: AsyncIterator<unknown>, owner: object): AsyncIterator<unknown> =>
     observeIteration(iterator, owner, end, ctx, chunkPolicyOf(call));
   return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end, iterate);
+}
+
+/**
+ * `observed` with the enumerable string-keyed members of `promise` copied onto it (methods a
+ * library assigned to the promise it returns, which close over that promise). Not through
+ * observeSubclass: `await` of a native promise never reads its `then`, so an observer there could
+ * not see the caller handle a rejection. Symbol keys are left: Node's AsyncLocalStorage keeps its
+ * context on promises under a symbol.
+ */
+function withOwnMembers(promise: Promise<unknown>, observed: Promise<unknown>): Promise<unknown> {
+  for (const key of Object.keys(promise)) {
+    try {
+      Object.defineProperty(observed, key, Object.getOwnPropertyDescriptor(promise, key) as PropertyDescriptor);
+    } catch {
+      // A member that cannot be copied: the promise itself still settles as the function's did.
+    }
+  }
+  return observed;
 }
 
 /** What a streamed call keeps of its chunks. */

@@ -34,6 +34,43 @@ describe('the caller gets what the function returned', () => {
     expect(await returned).toEqual({ status: 200 });
   });
 
+  it('reports no unhandled rejection for a rejected promise the caller awaits in try/catch, with or without own members', async () => {
+    // `await` of a native promise never reads its `then`: the wrapper must not observe it there.
+    // Under NodeTracerProvider every promise also carries AsyncLocalStorage's own symbol key.
+    type ResponsePromise = Promise<never> & { json(): Promise<unknown> };
+    const failingGet = trace(function failingGet() {
+      const result = (async () => {
+        throw new Error('HTTP 500');
+      })() as ResponsePromise;
+      result.json = async () => ({ failed: true });
+      return result;
+    });
+    const failingCall = trace(async function failingCall() {
+      await Promise.resolve();
+      throw new Error('timeout');
+    });
+    const seen: unknown[] = [];
+    const listener = (reason: unknown) => seen.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      for (const call of [failingGet, failingCall]) {
+        try {
+          await call();
+        } catch {
+          // handled
+        }
+      }
+      const returned = failingGet();
+      expect(await returned.json()).toEqual({ failed: true });
+      await returned.catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+    expect(seen).toEqual([]);
+    expect(tracing.spans().map((span) => span.status.code)).toEqual([SpanStatusCode.ERROR, SpanStatusCode.ERROR, SpanStatusCode.ERROR]);
+  });
+
   it('keeps the own properties of the wrapped function (its type, F, says they are there)', () => {
     const search = Object.assign(
       function search(query: string) {
