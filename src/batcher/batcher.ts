@@ -902,8 +902,9 @@ class QueueBatcher<T> implements Batcher<T> {
     for (const entry of batch) {
       if (slicer.spent()) await slicer.yield();
       if (!this.#serialise(entry)) continue;
-      // Written again whole from the span: cut it as it was cut before (a body never goes over
-      // maxBatchBytes, and a 413's cut stays made).
+      // Written again whole from the span: cut it as it was cut before, as far as its strings
+      // allow, so a 413's cut stays made and a span cut to fit maxBatchBytes still fits (its
+      // completed form is smaller than the two upsert items that were cut to fit).
       if (entry.cutTo !== undefined && this.#wireBytes(entry) > entry.cutTo) {
         this.#shrink(entry, entry.cutTo, { bestEffort: true });
       }

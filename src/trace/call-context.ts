@@ -13,8 +13,8 @@ interface ThreadScope {
   readonly threadId: string;
   /** True until the first traced call inside takes the turn; its descendants see `false`. */
   readonly turn: boolean;
-  /** Inside a call that took a turn: a `withThread` here starts no new turn. */
-  readonly inTurn: boolean;
+  /** Threads whose turn a call above took: a `withThread` of one of them here starts no new turn. */
+  readonly turnsTaken: readonly string[];
 }
 
 const THREAD_KEY = createContextKey('callbridge.thread');
@@ -46,9 +46,9 @@ export function withThread<R>(threadId: string, fn: () => R, options: ThreadOpti
   const turn = options.turn ?? true;
   if (typeof turn !== 'boolean') throw new InvalidOptionError('turn', 'a boolean', turn);
   // A helper that scopes its own work to the conversation, called inside a turn, is part of that
-  // turn: one message stays one turn.
-  const inTurn = (context.active().getValue(THREAD_KEY) as ThreadScope | undefined)?.inTurn ?? false;
-  const scope: ThreadScope = { threadId, turn: turn && !inTurn, inTurn };
+  // turn: one message stays one turn. Another conversation (a sub-agent's) has turns of its own.
+  const turnsTaken = (context.active().getValue(THREAD_KEY) as ThreadScope | undefined)?.turnsTaken ?? [];
+  const scope: ThreadScope = { threadId, turn: turn && !turnsTaken.includes(threadId), turnsTaken };
   return context.with(context.active().setValue(THREAD_KEY, scope), fn);
 }
 
@@ -62,7 +62,7 @@ export function enterThread(span: Span, parent: Context, spanContext: Context): 
   span.setAttribute(THREAD_ID, scope.threadId);
   span.setAttribute(IS_TURN, scope.turn);
   if (!scope.turn) return spanContext;
-  const inner: ThreadScope = { threadId: scope.threadId, turn: false, inTurn: true };
+  const inner: ThreadScope = { threadId: scope.threadId, turn: false, turnsTaken: [...scope.turnsTaken, scope.threadId] };
   return spanContext.setValue(THREAD_KEY, inner);
 }
 

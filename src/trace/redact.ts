@@ -66,14 +66,25 @@ export function isSecretKey(key: string): boolean {
   return secret;
 }
 
+/**
+ * A key is a secret when its words are, split either way at an acronym: `AIApi` is `AI Api`
+ * (LangChain JS's `openAIApiKey`, read as `open aiapi key`, was written in clear), while `APIkey`
+ * must stay `apikey` (split, it reads `ap ikey`).
+ */
 function classify(key: string): boolean {
-  const words = key
-    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
-    // `AIApi` is `AI Api`: LangChain JS's `openAIApiKey` read as `open aiapi key` was written in clear.
-    .replace(/([A-Z])([A-Z][a-z])/g, '$1 $2')
+  const camelWords = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2');
+  const acronymWords = camelWords.replace(/([A-Z])([A-Z][a-z])/g, '$1 $2');
+  return wordsAreSecret(wordsOf(camelWords)) || (acronymWords !== camelWords && wordsAreSecret(wordsOf(acronymWords)));
+}
+
+function wordsOf(text: string): string[] {
+  return text
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .filter((word) => word !== '');
+}
+
+function wordsAreSecret(words: readonly string[]): boolean {
   const last = words[words.length - 1];
   if (last !== undefined && LAST.has(last)) return true;
   for (let i = 0; i < words.length; i++) {

@@ -634,7 +634,9 @@ describe('redaction', () => {
   it('splits camelCase keys after an acronym, so acronym-led secrets are masked and counts stay readable', () => {
     // LangChain JS's `new ChatOpenAI({ openAIApiKey })`, Azure's, AWS's and Hugging Face's spellings.
     for (const key of ['openAIApiKey', 'azureOpenAIApiKey', 'AWSSecretKey', 'AWSSecretAccessKey', 'HFToken', 'JWTToken',
-      'IDToken', 'OAuthToken', 'CSRFToken', 'APIKeys', 'APITokens', 'githubPATToken', 'OPENAIApiKey']) {
+      'IDToken', 'OAuthToken', 'CSRFToken', 'APIKeys', 'APITokens', 'githubPATToken', 'OPENAIApiKey',
+      // Masked before the acronym split, and still: split alone, `APIkey` would read `ap ikey`.
+      'APIkey', 'APIkeys', 'myAPIkey', 'OPENAI_APIkey']) {
       expect(isSecretKey(key), key).toBe(true);
     }
     for (const key of ['maxTokens', 'MAX_TOKENS', 'maxNewTokens', 'tokenCount', 'tokenizer', 'GPTTokenizer', 'inputTokens',

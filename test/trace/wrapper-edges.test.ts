@@ -119,6 +119,21 @@ describe('withThread', () => {
     expect(tracing.span('lookup').attributes['wandb.is_turn']).toBe(false);
     expect(toCallParts(tracing.span('lookup'), 'acme/hunt').start.turn_id ?? null).toBeNull();
   });
+  it('a conversation started inside a turn of another (a sub-agent) has turns of its own', () => {
+    const note = trace(function note() {
+      return 0;
+    });
+    const ask = trace(function ask() {
+      return withThread('conv-1', () => note()); // back in the user's conversation: no second turn
+    });
+    const reply = trace(function reply() {
+      return withThread('sub-agent', () => ask());
+    });
+    withThread('conv-1', () => reply());
+    expect(tracing.span('reply').attributes).toMatchObject({ 'wandb.thread_id': 'conv-1', 'wandb.is_turn': true });
+    expect(tracing.span('ask').attributes).toMatchObject({ 'wandb.thread_id': 'sub-agent', 'wandb.is_turn': true });
+    expect(tracing.span('note').attributes).toMatchObject({ 'wandb.thread_id': 'conv-1', 'wandb.is_turn': false });
+  });
 });
 
 describe('parameter names', () => {

@@ -45,7 +45,8 @@ export const CALL_FEEDBACK_FIELDS: FieldFamily = {
         AND json_type(f.payload, ${inPayload}) IS NOT NULL ORDER BY f.rowid DESC LIMIT 1)`;
       return { kind: 'json', doc: value, path: param('$') };
     }
-    const column = first !== undefined && deeper.length === 0 ? REF_COLUMNS[first] : undefined;
+    // Own keys only: `constructor` must not find Object.prototype's (its text would reach the SQL).
+    const column = first !== undefined && deeper.length === 0 && Object.hasOwn(REF_COLUMNS, first) ? REF_COLUMNS[first] : undefined;
     if (column === undefined) throw invalidField(path);
     const value: SqlFragment = sql`(SELECT ${raw(column)} FROM feedback f WHERE ${raw(OF_CALL_SQL)}${ofType}
       AND ${raw(column)} IS NOT NULL ORDER BY f.rowid DESC LIMIT 1)`;

@@ -170,19 +170,19 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
       found = liveVersions.all(projectId, objectId).map((row) => row.digest);
       if (found.length === 0) throw new NotFoundError(`Object ${quote(objectId)} not found when deleting`);
     } else {
-      const named = [...new Set(digests)];
-      found = [...new Set(named.flatMap((digest) => {
-        const row = findVersion(metadataReads, projectId, objectId, digest);
-        return row !== undefined && row.deleted_at === null ? [row.digest] : [];
-      }))];
-      if (found.length !== named.length) {
-        // All or none, as the hosted service checks before it deletes anything.
-        const missing = named.filter((digest) => !found.includes(digest));
-        throw new NotFoundError(
-          `Delete request names ${named.length} versions of object ${quote(objectId)}, but ${found.length} were found` +
-            (missing.length > 0 ? `; not found or deleted already: ${quote(missing)}` : ''),
-        );
+      const live = new Set<string>();
+      const missing: string[] = [];
+      for (const name of new Set(digests)) {
+        const row = findVersion(metadataReads, projectId, objectId, name);
+        if (row !== undefined && row.deleted_at === null) live.add(row.digest);
+        else missing.push(name);
       }
+      if (missing.length > 0) {
+        // All or none, as the hosted service checks before it deletes anything. (Two names of one
+        // version, `latest` and its digest, delete it once; the service answers 404 for them.)
+        throw new NotFoundError(`Object ${quote(objectId)} has no version ${quote(missing)} to delete (not found, or deleted already)`);
+      }
+      found = [...live];
     }
     markDeleted.run(nowInstant().text, projectId, objectId, JSON.stringify(found));
     updateLatest(projectId, objectId);
