@@ -1,45 +1,26 @@
 /**
- * The text Python's `json.dumps(value)` prints for a JSON value that `json.loads` read from a
- * request body: what the hosted service hashes for a table row (`compute_row_digest`). Unlike
- * object digests (digest.ts), the keys are not sorted, so the text depends on what a parse into
- * JavaScript loses, and is computed from the body's own text:
- *
- * - key order: Python keeps the order keys arrived in; V8 moves array-index keys (`"2"`) first;
- * - number spelling: Python reads `1.0` and `1e2` as floats and prints `1.0` and `100.0`, `1` as an
- *   int, and keeps integers past 2^53 exact; JavaScript has one number type for all of them;
- * - a repeated key keeps its first position and its last value, in both.
- *
- * Separators are `", "` and `": "`, non-ASCII is escaped (`ensure_ascii`), floats print as
- * `repr(float)`: the leaves are written by digest.ts's canonical form, which is Python's.
+ * The text Python's `json.dumps(value, sort_keys=True)` prints for a JSON value that `json.loads`
+ * read from a request body: what the hosted service hashes for a table row (`compute_row_digest`
+ * in `weave/shared/digest.py`; its older servers did not sort the keys). It is computed from the
+ * body's own text because a parse into JavaScript loses the number spelling: Python reads `1.0`
+ * and `1e2` as floats and prints `1.0` and `100.0`, `1` as an int, and keeps integers past 2^53
+ * exact; JavaScript has one number type for all of them. A repeated key takes its last value, in
+ * both. Separators are `", "` and `": "`, keys sort by code point, non-ASCII is escaped
+ * (`ensure_ascii`), floats print as `repr(float)`: strings and floats are written by digest.ts,
+ * whose canonical form is Python's.
  */
-import { canonicalJson, CanonicalJsonError, MAX_JSON_DEPTH, pythonFloatRepr } from '../wire/digest.js';
-import { isRecord } from '../wire/common.js';
+import { canonicalJson, CanonicalJsonError, compareCodePoints, MAX_JSON_DEPTH, pythonFloatRepr } from '../wire/digest.js';
 
 /**
  * `json.dumps` of the JSON value starting at `start` in `source` (valid JSON text, e.g. a body
  * `JSON.parse` accepted).
  *
- * @example pythonDumpsAt('{"b": 1.0, "2": "é"}', 0) // '{"b": 1.0, "2": "\\u00e9"}'
+ * @example pythonDumpsAt('{"b": 1.0, "2": "é"}', 0) // '{"2": "\\u00e9", "b": 1.0}'
  * @throws CanonicalJsonError for nesting past MAX_JSON_DEPTH or a number past the float range
  *   (`1e400`: Python would print `Infinity`, which no JSON reader takes back).
  */
 export function pythonDumpsAt(source: string, start: number): string {
   return new PythonDumper(source, start).value(0);
-}
-
-/**
- * `json.dumps` of a value already parsed into JavaScript: keys in JavaScript's order and numbers
- * without a fraction printed as integers. For rows that did not come with their text.
- *
- * @example pythonDumpsOf({ a: [1, 'x'] }) // '{"a": [1, "x"]}'
- */
-export function pythonDumpsOf(value: unknown, depth = 0): string {
-  if (typeof value !== 'object' || value === null) return canonicalJson(value);
-  if (depth >= MAX_JSON_DEPTH) throw new CanonicalJsonError(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
-  if (Array.isArray(value)) return `[${value.map((item) => pythonDumpsOf(item, depth + 1)).join(', ')}]`;
-  if (!isRecord(value)) throw new CanonicalJsonError('Not a JSON value');
-  const members = Object.keys(value).map((key) => `${canonicalJson(key)}: ${pythonDumpsOf(value[key], depth + 1)}`);
-  return `{${members.join(', ')}}`;
 }
 
 const INTEGER_TOKEN = /^-?[0-9]+$/;
@@ -70,8 +51,7 @@ class PythonDumper {
 
   private object(depth: number): string {
     this.at += 1;
-    // A Map keeps every key where it first arrived, as Python's dict does (a plain object would
-    // move array-index keys first); a repeated key takes its last value in place.
+    // A repeated key takes its last value, as in Python's dict.
     const members = new Map<string, string>();
     this.skipWhitespace();
     if (this.source[this.at] === '}') {
@@ -86,9 +66,8 @@ class PythonDumper {
       members.set(key, this.value(depth + 1));
       if (this.endOfList('}')) break;
     }
-    const parts: string[] = [];
-    for (const [key, text] of members) parts.push(`${canonicalJson(key)}: ${text}`);
-    return `{${parts.join(', ')}}`;
+    const keys = [...members.keys()].sort(compareCodePoints);
+    return `{${keys.map((key) => `${canonicalJson(key)}: ${members.get(key) as string}`).join(', ')}}`;
   }
 
   private array(depth: number): string {

@@ -1,8 +1,8 @@
 /**
  * Bodies of `/table/create` and `/table/update`, read so that each row keeps the text it arrived
  * as: a row's digest is over Python's `json.dumps` of the row as the hosted service parsed it
- * (python-json.ts), which key order and number spelling decide, and both are gone once the body
- * is a JavaScript value.
+ * (python-json.ts), which the number spelling decides (`1.0` is a float there), and that is gone
+ * once the body is a JavaScript value.
  *
  * The readers plug into the app's JSON parser (`readBodyVerbatim`): they parse the body as the
  * parsed path does (`JSON.parse`), then note where each row's text starts, keyed by the row's
@@ -12,8 +12,8 @@
  */
 import { utf8BodyText } from './json-body-text.js';
 import { BadRequestError } from './errors.js';
-import { itemStarts, memberStart, pythonDumpsAt, pythonDumpsOf, skipWhitespace } from './python-json.js';
-import { CanonicalJsonError } from '../wire/digest.js';
+import { itemStarts, memberStart, pythonDumpsAt, skipWhitespace } from './python-json.js';
+import { canonicalJson, CanonicalJsonError } from '../wire/digest.js';
 import { isRecord } from '../wire/common.js';
 
 interface RowSource {
@@ -61,7 +61,7 @@ export function readTableUpdateBody(bytes: Buffer): object | null {
 export function rowText(row: Record<string, unknown>, where: string): string {
   const noted = rowSources.get(row);
   try {
-    return noted === undefined ? pythonDumpsOf(row) : pythonDumpsAt(noted.source, noted.start);
+    return noted === undefined ? canonicalJson(row) : pythonDumpsAt(noted.source, noted.start);
   } catch (error) {
     if (error instanceof CanonicalJsonError) throw new BadRequestError(`Invalid row at ${where}: ${error.message}`);
     throw error;
@@ -90,7 +90,7 @@ function readNotingRows(bytes: Buffer, locate: (source: string, body: unknown, n
   try {
     locate(source, body, note);
   } catch {
-    // Rows without a noted source take pythonDumpsOf.
+    // Rows without a noted source are written from their values (canonicalJson).
   }
   return body;
 }

@@ -5,8 +5,8 @@
  * cover tables; these follow the hosted service's `trace_server_interface.py`.
  *
  * A table is an ordered list of row digests; a row is a JSON object stored once per digest per
- * project. Row digest: SHA-256 of the text Python's `json.dumps(row)` prints (keys in the order
- * they arrived, not sorted), in the service's alphabet. Table digest: lowercase hex SHA-256 of the
+ * project. Row digest: SHA-256 of the text Python's `json.dumps(row, sort_keys=True)` prints (as
+ * the service's `compute_row_digest`; its older servers did not sort), in the service's alphabet. Table digest: lowercase hex SHA-256 of the
  * row digests concatenated (64 characters, unlike every other digest of the service).
  *
  * Request bodies are closed, as the service's `BaseModelStrict` ones are; `table` is open, as its

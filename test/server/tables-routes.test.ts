@@ -47,18 +47,25 @@ describe('tables over HTTP', () => {
   });
 
   describe('digests, as the hosted service computes them', () => {
-    // Each expected text is what Python's json.dumps(json.loads(<row text>)) prints (checked
-    // against CPython): keys in arrival order (not sorted), ", " and ": ", ASCII escapes, and
-    // numbers as Python reads them (1.0 and 1e2 are floats, 12345678901234567890 an exact int).
+    // Each expected text is what Python's json.dumps(json.loads(<row text>), sort_keys=True) prints
+    // (the service's compute_row_digest; checked against CPython): keys sorted by code point,
+    // ", " and ": ", ASCII escapes, and numbers as Python reads them (1.0 and 1e2 are floats,
+    // 12345678901234567890 an exact int).
     const vectors: Array<[body: string, python: string, digest: string]> = [
       [
         '{"b": 1.0, "a": "é", "2": [1e2, -0, 12345678901234567890]}',
-        '{"b": 1.0, "a": "\\u00e9", "2": [100.0, 0, 12345678901234567890]}',
-        'c4HlZgYfRSofDJ4G0IIFplEQlJIdCSNurX5pbPVUF9s',
+        '{"2": [100.0, 0, 12345678901234567890], "a": "\\u00e9", "b": 1.0}',
+        'ZH4zQerLJBgMm0pRUbsVZ0ViYeEWHk2K7UR3yz467zI',
       ],
       ['{"x":1e-5,"y":1.5e16,"z":"\\ud83d\\ude00"}', '{"x": 1e-05, "y": 1.5e+16, "z": "\\ud83d\\ude00"}', '3TmHXPxlIeuf2SPWXtYYR4t9xeg5YlXd0T5thpsfCUE'],
       ['{"a": 1, "b": 2, "a": 3}', '{"a": 3, "b": 2}', 'NGAN0oenYlFT0u43UszclwqQFmy5QISbw7XnwXM9B6Y'],
       ['{ }', '{}', 'RBNvo1WzZ4oRRq0W9XhknpT7T8If536DEMBg9hyqY4o'],
+      // Code point order: an astral key after U+FFFF (UTF-16 order would put it before).
+      [
+        '{"\\ud83d\\ude00": 2, "\\uffff": 1, "a": 4, "B": 3}',
+        '{"B": 3, "a": 4, "\\uffff": 1, "\\ud83d\\ude00": 2}',
+        '4LFQr6IBgFrWTNDN1YgpECQbi5jstukbla5E6nKAe34',
+      ],
     ];
 
     it('hashes each row as Python prints it, and the table as hex SHA-256 of the row digests', async () => {
@@ -67,7 +74,7 @@ describe('tables over HTTP', () => {
       const res = await call('/table/create', `{"table": {"project_id": "${PROJECT}", "rows": [\n  ${rows}\n]}}`);
       expect(res.status).toBe(200);
       const digests = vectors.map(([, , digest]) => digest);
-      expect(res.body).toEqual({ digest: 'afdb35cd65718d863c48be18911b430eaab0caea58f7c0e82248bfda1652928a', row_digests: digests });
+      expect(res.body).toEqual({ digest: 'ee3d4efe3525e64d09c896a2ea67d900bafbc2f1e9ae3554a8ec6b7441abb327', row_digests: digests });
       expect(tableDigest(digests)).toBe(res.body.digest);
 
       // Stored as the hashed text, so a stored row checks against its digest.

@@ -2,7 +2,7 @@
  * Tables and their rows (migration 3), as the hosted service keeps them: a row is stored once per
  * digest per project, and a table is the ordered list of its row digests.
  *
- * - `table_rows.val` is the exact text the row digest hashes (Python's `json.dumps`, ASCII, `", "`
+ * - `table_rows.val` is the exact text the row digest hashes (Python's `json.dumps`, keys sorted, ASCII, `", "`
  *   separators: python-json.ts), so a stored row can be checked against its digest and is
  *   answered without a parse. `size_bytes` is its length, counted by storage sizes.
  * - `tables.row_digests` is a JSON array (rows may repeat); `row_count` and `size_bytes` are kept
