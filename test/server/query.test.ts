@@ -353,9 +353,12 @@ describe('$convert', () => {
     expect(select(eq(convert(field('display_name'), 'double'), lit(0)))).toEqual([]);
   });
 
-  it('int truncates', () => {
-    expect(select(eq(convert(field('output.score'), 'int'), lit(0)))).toEqual(['c1']);
+  it('int: a whole number, else NULL (the service\'s toInt64OrNull; 0.9 is not 0)', () => {
+    expect(select(eq(convert(field('output.score'), 'int'), lit(0)))).toEqual([]);
+    expect(select(eq(convert(field('output.score'), 'int'), lit(null)))).toEqual(['c1', 'c2', 'c3', 'c4', 'c5']);
     expect(select(eq(convert(field('inputs.x'), 'int'), lit(12)))).toEqual(['c2']);
+    expect(select(eq(convert(field('inputs.x'), 'int'), lit(5)))).toEqual(['c1']);
+    expect(select({ $gt: [convert(field('wb_run_step'), 'int'), lit(2)] })).toEqual(['c4', 'c5']);
   });
 
   it('string', () => {

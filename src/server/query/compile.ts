@@ -348,7 +348,8 @@ function convert(v: Value, to: ConvertTarget): Value {
     case 'double':
       return { kind: 'scalar', type: 'number', sql: asNumber(v) };
     case 'int':
-      return { kind: 'scalar', type: 'number', sql: sql`CAST(${asNumber(v)} AS INTEGER)` };
+      // `toInt64OrNull` on the service: a whole number, else NULL (`2.5` is not 2).
+      return { kind: 'scalar', type: 'number', sql: sql`whole_number(${asNumber(v)})` };
     case 'string':
       return { kind: 'scalar', type: 'text', sql: asText(v) };
     case 'bool':

@@ -13,6 +13,8 @@ import type { SqliteDatabase } from '../store/sqlite.js';
  *   why the compiler keeps `lower()` where it gives the same answer.
  * - `number_from_text(text)`: {@link parseNumericText} of the text; NULL for anything else.
  * - `op_name_of_ref(op_name)`: {@link opNameOfRef}.
+ * - `whole_number(number)`: the number when it is a whole one (`3`, `3.0`), else NULL (`2.5`,
+ *   text, NULL): `$convert` to `int`, as the hosted service's `toInt64OrNull` reads a value.
  */
 export function registerSqlFunctions(db: SqliteDatabase): void {
   db.function('unicode_lower', { deterministic: true }, (value: unknown) =>
@@ -23,6 +25,9 @@ export function registerSqlFunctions(db: SqliteDatabase): void {
   );
   db.function('op_name_of_ref', { deterministic: true }, (value: unknown) =>
     typeof value === 'string' ? opNameOfRef(value) : value,
+  );
+  db.function('whole_number', { deterministic: true }, (value: unknown) =>
+    (typeof value === 'number' && Number.isInteger(value)) || typeof value === 'bigint' ? value : null,
   );
 }
 
