@@ -333,7 +333,11 @@ export const CallUpdateReqSchema = Type.Object(
   {
     project_id: Type.String(),
     call_id: Type.String(),
-    display_name: Type.String(),
+    /**
+     * The only field an update may change, optional as on the service, which answers 400 when
+     * it is missing ("One of [display_name] is required for call update").
+     */
+    display_name: Type.Optional(NullableString),
     wb_user_id: Type.Optional(NullableString),
   },
   { additionalProperties: false },

@@ -719,6 +719,12 @@ describe('call/update', () => {
     const long = await post(server.url, '/call/update', { project_id: p, call_id: id, display_name: 'x'.repeat(1025) });
     expect(long.status).toBe(400);
     expect((await post(server.url, '/call/update', { project_id: p, call_id: id, display_name: 5 })).status).toBe(422);
+    // As the service: the field is optional in the schema, and an update that changes nothing a 400.
+    for (const body of [{ project_id: p, call_id: id }, { project_id: p, call_id: id, display_name: null }]) {
+      const nothing = await post(server.url, '/call/update', body);
+      expect(nothing.status).toBe(400);
+      expect(nothing.body).toEqual({ reason: 'One of [display_name] is required for call update' });
+    }
   });
 });
 

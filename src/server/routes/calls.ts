@@ -179,8 +179,10 @@ export const callsRoutes: RouteModule = (app, ctx) => {
     const body = request.body as CallUpdateReq;
     ctx.authorizeProject(request, body.project_id);
     if (!isCallId(body.call_id)) throw new BadRequestError(`Invalid call_id ${quote(body.call_id)}`);
-    checkNameLength(body.display_name, 'display_name', MAX_DISPLAY_NAME_CHARS, ['body']);
-    store.updateDisplayName(body.project_id, body.call_id, body.display_name);
+    const displayName = body.display_name;
+    if (displayName === undefined || displayName === null) throw new BadRequestError('One of [display_name] is required for call update');
+    checkNameLength(displayName, 'display_name', MAX_DISPLAY_NAME_CHARS, ['body']);
+    store.updateDisplayName(body.project_id, body.call_id, displayName);
     return {};
   });
 };
