@@ -1,4 +1,5 @@
 /** Opening the database: pragmas and `user_version` migrations. */
+import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +33,24 @@ describe('openDatabase', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('creates a new database file, and its WAL, readable by its owner only; an existing file keeps its mode', () => {
+    const path = join(dir, 'private.db');
+    const db = openDatabase(path);
+    try {
+      db.prepare("INSERT INTO files (project_id, digest, content, size_bytes, created_at) VALUES ('a/b', 'd', x'00', 1, 'now')").run();
+      const mode = (file: string) => statSync(file).mode & 0o777;
+      expect(mode(path)).toBe(0o600);
+      expect(mode(`${path}-wal`)).toBe(0o600);
+    } finally {
+      db.close();
+    }
+    const shared = join(dir, 'shared.db');
+    writeFileSync(shared, '');
+    chmodSync(shared, 0o644);
+    openDatabase(shared).close();
+    expect(statSync(shared).mode & 0o777).toBe(0o644);
   });
 
   it('reopens an existing database without re-running migrations', () => {

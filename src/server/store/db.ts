@@ -2,18 +2,20 @@
  * Opening the server's SQLite database: pragmas first, then the schema migrations of `schema.ts`
  * applied by `PRAGMA user_version`, each in its own transaction.
  */
+import { closeSync, openSync } from 'node:fs';
 import { openSqlite, type SqliteDatabase, type SqliteDriver } from './sqlite.js';
 import { MIGRATIONS } from './schema.js';
 import { registerSqlFunctions } from '../query/sql-functions.js';
 
 /**
  * Open (creating when absent) the database at `path` (`:memory:` for a throwaway one) and bring
- * its schema up to date.
+ * its schema up to date. A new file is made readable by its owner only (see createPrivately).
  *
  * @example
  * const db = openDatabase('callbridge.db');
  */
 export function openDatabase(path: string, driver?: SqliteDriver): SqliteDatabase {
+  createPrivately(path);
   const db = openSqlite(path, { driver });
   try {
     configure(db);
@@ -25,6 +27,22 @@ export function openDatabase(path: string, driver?: SqliteDriver): SqliteDatabas
     throw error;
   }
   return db;
+}
+
+/**
+ * Create the database file, when it does not exist yet, with mode 0600: it holds prompts, outputs
+ * and whatever else was traced, and SQLite would create it with the umask's mode (0644 for most
+ * users), readable by every local user. SQLite gives the WAL and shared-memory files the mode of
+ * the database file. An existing file keeps its mode; a path that cannot be created here is left
+ * to SQLite, which reports it.
+ */
+function createPrivately(path: string): void {
+  if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
+  try {
+    closeSync(openSync(path, 'wx', 0o600));
+  } catch {
+    // EEXIST (an existing database), or a path SQLite will refuse with its own message.
+  }
 }
 
 function configure(db: SqliteDatabase): void {
