@@ -32,7 +32,12 @@ export interface ReaderPool {
    * connection would see another, empty database): the caller then reads on the main connection.
    */
   acquire(): Reader | null;
-  /** Give a connection back once its iteration has ended (finished or returned). */
+  /**
+   * Give a connection back once its iteration has ended (finished or returned). Releasing one
+   * that is not out (released already) does nothing: an answer whose first row failed is
+   * released by its cursor and again by the caller's error path, and counting it twice would let
+   * two streams share one connection.
+   */
   release(reader: Reader): void;
   /** Close idle connections now and busy ones when they are released. */
   close(): void;
@@ -55,12 +60,12 @@ const RETRY_AFTER_SECONDS = 1;
  */
 export function createReaderPool(main: SqliteDatabase, maxBusy: number = DEFAULT_MAX_CONCURRENT_STREAMS): ReaderPool {
   const idle: Reader[] = [];
-  let busy = 0;
+  const busy = new Set<Reader>();
   let closed = false;
   return {
     acquire() {
       if (main.memory) return null;
-      if (busy >= maxBusy) {
+      if (busy.size >= maxBusy) {
         throw new ServiceUnavailableError(
           `Too many calls/stream_query answers in progress (${maxBusy}); retry shortly`,
           RETRY_AFTER_SECONDS,
@@ -68,11 +73,11 @@ export function createReaderPool(main: SqliteDatabase, maxBusy: number = DEFAULT
       }
       const reused = idle.pop();
       const reader = reused ?? openReader(main);
-      busy += 1;
+      busy.add(reader);
       return reader;
     },
     release(reader) {
-      busy -= 1;
+      if (!busy.delete(reader)) return;
       if (closed || idle.length >= MAX_IDLE_READERS) reader.db.close();
       else idle.push(reader);
     },
