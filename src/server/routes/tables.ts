@@ -3,9 +3,9 @@
  * bodies, the project authorized, then one store call. Rows are read with the text they arrived
  * as (table-bodies.ts), since their digests depend on it.
  */
-import { Readable } from 'node:stream';
 import type { RouteModule } from '../context.js';
-import { createTableStore, type TableQuery, type TableRowCursor, type TableUpdate } from '../store/tables.js';
+import { pagedText } from '../paged-text.js';
+import { createTableStore, type TableQuery, type TableUpdate } from '../store/tables.js';
 import { readTableCreateBody, readTableUpdateBody, rowText } from '../table-bodies.js';
 import {
   TableCreateFromDigestsReqSchema,
@@ -26,9 +26,6 @@ import {
   type TableUpdateReq,
   type TableUpdateRes,
 } from '../../wire/tables.js';
-
-/** Characters of rows sent per turn of the event loop: other requests run in between. */
-const PAGE_CHARS = 256 * 1024;
 
 export const tablesRoutes: RouteModule = (app, ctx) => {
   const tables = createTableStore(ctx.db, { maxConcurrentStreams: ctx.maxConcurrentStreams });
@@ -75,14 +72,14 @@ export const tablesRoutes: RouteModule = (app, ctx) => {
     const body = request.body as TableQueryReq;
     ctx.authorizeProject(request, body.project_id);
     const cursor = tables.query(toTableQuery(body));
-    return reply.type('application/json; charset=utf-8').send(rowsStream(cursor, { open: '{"rows":[', separator: ',', close: ']}' }));
+    return reply.type('application/json; charset=utf-8').send(pagedText(cursor, { open: '{"rows":[', separator: ',', close: ']}' }));
   });
 
   app.post('/table/query_stream', { schema: { body: TableQueryReqSchema } }, async (request, reply) => {
     const body = request.body as TableQueryReq;
     ctx.authorizeProject(request, body.project_id);
     const cursor = tables.query(toTableQuery(body));
-    return reply.type('application/jsonl; charset=utf-8').send(rowsStream(cursor, { open: '', separator: '', close: '', end: '\n' }));
+    return reply.type('application/jsonl; charset=utf-8').send(pagedText(cursor, { end: '\n' }));
   });
 
   app.post('/table/query_stats', { schema: { body: TableQueryStatsReqSchema } }, async (request): Promise<TableQueryStatsRes> => {
@@ -112,55 +109,4 @@ function toTableQuery(body: TableQueryReq): TableQuery {
     limit: body.limit ?? null,
     offset: body.offset ?? null,
   };
-}
-
-interface ListShape {
-  readonly open: string;
-  readonly separator: string;
-  readonly close: string;
-  /** Written after each row (JSON lines end in a newline). */
-  readonly end?: string;
-}
-
-/**
- * The rows as one text stream, read a page at a time as the client takes them. The first row is
- * read now, so an error reading it becomes the answer's status; the cursor is closed when the rows
- * run out or the stream is destroyed (client gone).
- */
-function rowsStream(cursor: TableRowCursor, shape: ListShape): Readable {
-  let row: string | undefined;
-  try {
-    row = cursor.next();
-  } catch (error) {
-    cursor.close();
-    throw error;
-  }
-  let page = shape.open;
-  let first = true;
-  const pushPage = (stream: Readable): void => {
-    if (stream.destroyed) return;
-    try {
-      while (row !== undefined && page.length < PAGE_CHARS) {
-        page += (first ? '' : shape.separator) + row + (shape.end ?? '');
-        first = false;
-        row = cursor.next();
-      }
-      const last = row === undefined;
-      if (last) page += shape.close;
-      if (page !== '') stream.push(page);
-      page = '';
-      if (last) stream.push(null);
-    } catch (error) {
-      stream.destroy(error as Error);
-    }
-  };
-  return new Readable({
-    read() {
-      setImmediate(pushPage, this);
-    },
-    destroy(error, callback) {
-      cursor.close();
-      callback(error);
-    },
-  });
 }

@@ -3,7 +3,7 @@
  * transaction per request. Parts merge by `(project_id, id)` with SQLite upserts, so start and
  * end may come in any order and any number of times (SPEC §2.1).
  */
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError } from '../errors.js';
 import { compileQuery, compileSortTerms } from '../query/index.js';
@@ -27,6 +27,7 @@ import {
   type EndRow,
   type StartRow,
 } from './calls-rows.js';
+import { cursorOf, pagedText } from '../paged-text.js';
 import { CALL_FEEDBACK_JSON_SQL } from './call-feedback.js';
 import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
 import { StatementCache } from './statement-cache.js';
@@ -209,11 +210,10 @@ const REF_FILTERS: ReadonlyArray<[key: 'input_refs' | 'output_refs', column: str
 const NARROWING_FILTERS: ReadonlyArray<keyof CallsFilter> = ['call_ids', 'trace_ids', 'parent_ids'];
 
 /**
- * A stream pushes at most this many rows (or LINE_PAGE_CHARS of text) per turn of the event loop,
- * so the writes of other requests run between pages of a large answer.
+ * A stream pushes at most this many rows (or PAGE_CHARS of text) per turn of the event loop, so
+ * the writes of other requests run between pages of a large answer.
  */
 const LINE_PAGE_ROWS = 500;
-const LINE_PAGE_CHARS = 256 * 1024;
 
 /**
  * Create the calls store on an open database (schema already migrated).
@@ -274,11 +274,11 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
         // In-memory database: no second connection can see it, and an open iterator would block
         // every write on this one, so the rows are read at once (memory grows with the answer).
         const rows = queries.get(sql).all(params) as CallRow[];
-        return linesOf(rows[Symbol.iterator](), () => {}, toLine);
+        return pagedText(cursorOf(rows[Symbol.iterator](), () => {}, toLine), { maxTexts: LINE_PAGE_ROWS });
       }
       try {
         const rows = reader.statements.get(sql).iterate(params) as IterableIterator<CallRow>;
-        return linesOf(rows, () => readers.release(reader), toLine);
+        return pagedText(cursorOf(rows, () => readers.release(reader), toLine), { maxTexts: LINE_PAGE_ROWS });
       } catch (error) {
         readers.release(reader);
         throw error;
@@ -367,58 +367,6 @@ function wholeRow(start: StartRow, end: EndRow): unknown[] {
   const row: unknown[] = start.slice();
   for (let i = END_ONLY_FROM; i < END_WRITER; i++) row.push(end[i]);
   return row;
-}
-
-/**
- * A Readable of JSONL text over `rows`. The first row is read now, so an error reading it throws
- * to the caller (and becomes a status); `done` runs once, when the rows are exhausted or the
- * stream is destroyed (client gone, error), after the iterator is closed.
- */
-function linesOf(rows: Iterator<CallRow>, done: () => void, toLine: (row: CallRow) => string): Readable {
-  let next: IteratorResult<CallRow>;
-  try {
-    next = rows.next();
-  } catch (error) {
-    // The iterator has closed itself (both drivers do on an error; store/sqlite.ts).
-    done();
-    throw error;
-  }
-  let finished = false;
-  const finish = (): void => {
-    if (finished) return;
-    finished = true;
-    if (next.done !== true) rows.return?.();
-    done();
-  };
-  const pushPage = (stream: Readable): void => {
-    if (stream.destroyed) return;
-    try {
-      let page = '';
-      let count = 0;
-      while (next.done !== true && count < LINE_PAGE_ROWS && page.length < LINE_PAGE_CHARS) {
-        page += toLine(next.value);
-        count += 1;
-        next = rows.next();
-      }
-      if (page !== '') stream.push(page);
-      if (next.done === true) {
-        finish();
-        stream.push(null);
-      }
-    } catch (error) {
-      stream.destroy(error as Error);
-    }
-  };
-  return new Readable({
-    read() {
-      // One page per turn of the event loop: other requests' writes run in between.
-      setImmediate(pushPage, this);
-    },
-    destroy(error, callback) {
-      finish();
-      callback(error);
-    },
-  });
 }
 
 /**

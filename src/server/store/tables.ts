@@ -18,6 +18,7 @@ import type { TableCreateFromDigestsRes, TableCreateRes, TableStatsRow, TableUpd
 import { sqlCount, utf8Length } from './content-common.js';
 import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
 import { StatementCache } from './statement-cache.js';
+import { cursorOf, type TextCursor } from '../paged-text.js';
 
 /** One operation of a table update; rows come as their Python `json.dumps` text. */
 export type TableUpdate =
@@ -36,14 +37,6 @@ export interface TableQuery {
   readonly offset: number | null;
 }
 
-/** Rows of a query as JSON text (`{"digest","val","original_index"}`), read one at a time. */
-export interface TableRowCursor {
-  /** The next row's JSON text, or undefined when there is none left. */
-  next(): string | undefined;
-  /** Stop reading (idempotent); frees the read connection. */
-  close(): void;
-}
-
 export interface TableStore {
   /**
    * Store a table of these rows (each row's `json.dumps` text), in order.
@@ -60,8 +53,11 @@ export interface TableStore {
    * @throws BadRequestError naming rows the project does not hold.
    */
   createFromDigests(projectId: string, rowDigests: readonly string[], expectedDigest?: string | null): TableCreateFromDigestsRes;
-  /** The rows a query selects; none when the table does not exist (as the service answers). */
-  query(query: TableQuery): TableRowCursor;
+  /**
+   * The rows a query selects, as JSON text (`{"digest","val","original_index"}`) read one at a
+   * time; none when the table does not exist (as the service answers).
+   */
+  query(query: TableQuery): TextCursor;
   /** Row counts (and storage sizes) of the tables that exist, in the order asked, each once. */
   stats(projectId: string, digests: readonly string[], includeStorageSize: boolean): TableStatsRow[];
   /**
@@ -242,11 +238,11 @@ export function createTableStore(db: SqliteDatabase, { maxConcurrentStreams = DE
       if (reader === null) {
         // In-memory database: no second connection sees it, and an open iterator would block
         // every write on this one, so the rows are read at once.
-        return cursorOf((queries.get(sql).all(params) as QueriedRow[])[Symbol.iterator](), () => {});
+        return cursorOf((queries.get(sql).all(params) as QueriedRow[])[Symbol.iterator](), () => {}, rowJson);
       }
       const held = reader;
       try {
-        return cursorOf(held.statements.get(sql).iterate(params) as IterableIterator<QueriedRow>, () => readers.release(held));
+        return cursorOf(held.statements.get(sql).iterate(params) as IterableIterator<QueriedRow>, () => readers.release(held), rowJson);
       } catch (error) {
         readers.release(held);
         throw error;
@@ -294,34 +290,6 @@ function checkExpectedDigest(expected: string | null | undefined, actual: string
 /** The row's JSON line: the stored row text is JSON already, spliced in without a parse. */
 function rowJson(row: QueriedRow): string {
   return `{"digest":"${row.digest}","val":${row.val},"original_index":${row.original_index}}`;
-}
-
-function cursorOf(rows: Iterator<QueriedRow>, release: () => void): TableRowCursor {
-  let open = true;
-  const close = (): void => {
-    if (!open) return;
-    open = false;
-    rows.return?.();
-    release();
-  };
-  return {
-    next() {
-      if (!open) return undefined;
-      let next: IteratorResult<QueriedRow>;
-      try {
-        next = rows.next();
-      } catch (error) {
-        close();
-        throw error;
-      }
-      if (next.done === true) {
-        close();
-        return undefined;
-      }
-      return rowJson(next.value);
-    },
-    close,
-  };
 }
 
 /**
