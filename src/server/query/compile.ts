@@ -440,11 +440,20 @@ export function compileSortFragments(
   jsonNull: JsonNullInSort,
 ): SqlFragment[] {
   const value = new Compiler(fields).value({ kind: 'field', path });
+  if (value.kind !== 'json') return [sql`${asNative(value)} ${raw(direction === 'desc' ? 'DESC' : 'ASC')} NULLS LAST`];
+  return jsonSortFragments(value, direction, jsonNull);
+}
+
+/** The three ORDER BY keys of a value inside a JSON document (see compileSortFragments). */
+export function jsonSortFragments(
+  value: { doc: SqlFragment; path: SqlFragment },
+  direction: 'asc' | 'desc',
+  jsonNull: JsonNullInSort,
+): SqlFragment[] {
   const order = raw(direction === 'desc' ? 'DESC' : 'ASC');
-  if (value.kind !== 'json') return [sql`${asNative(value)} ${order} NULLS LAST`];
   return [
     sql`${absent(value, jsonNull)} ASC`,
-    sql`${asNumber(value)} ${order} NULLS LAST`,
+    sql`${asNumber({ kind: 'json', ...value })} ${order} NULLS LAST`,
     sql`${jsonValueText(value)} ${order}`,
   ];
 }

@@ -5,7 +5,9 @@
  */
 
 import { ValidationError } from '../errors.js';
-import { compileCondition, compileFieldJson, compileSortFragments, type JsonNullInSort } from './compile.js';
+import { compileCondition, compileFieldJson, compileSortFragments, jsonSortFragments, type JsonNullInSort } from './compile.js';
+import { jsonPathOf } from './paths.js';
+import { raw } from './sql.js';
 import type { FieldTable } from './fields.js';
 import { parseQuery } from './parse.js';
 import { MAX_SQL_CHARS, SqlTooLargeError } from './sql.js';
@@ -90,6 +92,28 @@ export function compileSortTerms(
   jsonNull: JsonNullInSort,
 ): CompiledSql[] {
   return compileSortFragments(path, direction, fields, jsonNull).map((term) => ({ sql: term.sql, params: [...term.params] }));
+}
+
+/**
+ * ORDER BY terms sorting on the value at `parts` inside the JSON document `docSql` (trusted SQL:
+ * a column), by the same three keys as a JSON path in {@link compileSortTerms}: a table's rows
+ * (`table/query` `sort_by`), which have no field names of their own. `fieldPath` is what the
+ * request named, for errors.
+ *
+ * @example compileDocumentSortTerms('r.val', ['score'], 'score', 'desc', 'absent')
+ */
+export function compileDocumentSortTerms(
+  docSql: string,
+  parts: readonly string[],
+  fieldPath: string,
+  direction: 'asc' | 'desc',
+  jsonNull: JsonNullInSort,
+): CompiledSql[] {
+  const doc = raw(docSql);
+  return jsonSortFragments({ doc, path: jsonPathOf(doc, parts, fieldPath) }, direction, jsonNull).map((term) => ({
+    sql: term.sql,
+    params: [...term.params],
+  }));
 }
 
 /**

@@ -19,6 +19,7 @@ import { sqlCount, utf8Length } from './content-common.js';
 import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
 import { StatementCache } from './statement-cache.js';
 import { cursorOf, type TextCursor } from '../paged-text.js';
+import { compileDocumentSortTerms } from '../query/index.js';
 
 /** One operation of a table update; rows come as their Python `json.dumps` text. */
 export type TableUpdate =
@@ -293,19 +294,16 @@ function rowJson(row: QueriedRow): string {
 }
 
 /**
- * A `sort_by` field as an SQLite JSON path into the row: `a.b` -> `$."a"."b"`. Each part is a
- * key (as the service reads them); a part holding `"` cannot be written in such a path.
+ * A `sort_by` field's parts: `a.b` -> `a`, `b`, split at every dot as the service splits them
+ * (no `\.` escape); numeric parts read as list indexes (`scores.0`), as its paths do.
  * @throws BadRequestError for an empty part, as the service refuses `a..b` and `.a`.
  */
-export function rowJsonPath(field: string): string {
+function sortFieldParts(field: string): string[] {
   const parts = field.split('.');
   if (parts.some((part) => part.trim() === '')) {
     throw new BadRequestError(`Invalid sort field ${quote(field)}: field names cannot start or end with dots, contain consecutive dots or be blank`);
   }
-  if (parts.some((part) => part.includes('"'))) {
-    throw new BadRequestError(`Invalid sort field ${quote(field)}: a field name cannot hold a double quote`);
-  }
-  return `$${parts.map((part) => `."${part}"`).join('')}`;
+  return parts;
 }
 
 function buildQuery(query: TableQuery): { sql: string; params: unknown[] } {
@@ -317,10 +315,14 @@ function buildQuery(query: TableQuery): { sql: string; params: unknown[] } {
     where += ' AND j.value IN (SELECT value FROM json_each(?))';
     params.push(JSON.stringify(query.rowDigests));
   }
+  // Sorted as the service sorts a JSON path (its OrderField): rows with the value first in either
+  // direction (a JSON null counts as absent), then by the value read as a number, then as text.
   const order: string[] = [];
   for (const sort of query.sortBy ?? []) {
-    order.push(`json_extract(r.val, ?) ${sort.direction === 'desc' ? 'DESC' : 'ASC'}`);
-    params.push(rowJsonPath(sort.field));
+    for (const term of compileDocumentSortTerms('r.val', sortFieldParts(sort.field), sort.field, sort.direction, 'absent')) {
+      order.push(term.sql);
+      params.push(...term.params);
+    }
   }
   // Table order needs no sort: json_each reads the list in order and the join keeps it the outer
   // loop (a sort would copy the whole table into a temporary b-tree first). Sorted rows break
