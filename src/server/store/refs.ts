@@ -27,10 +27,16 @@ import { isRecord } from '../../wire/common.js';
 import { MAX_REFS_PER_READ } from '../../wire/tables.js';
 import type { TableStore } from './tables.js';
 import { versionRef } from './weave-refs.js';
+import { endOfValue, itemStarts, memberStart } from '../python-json.js';
 
 const REF_PREFIX = 'weave:///';
 
-/** Path parts one ref may carry (250 steps): far past any value's nesting, and bounds the parse. */
+/**
+ * Path parts one ref may carry (250 steps): far past any value's nesting, and bounds the parse. A
+ * walk that meets a ref inside a value goes on with that ref's path before the rest of its own;
+ * what it has left to walk is held to this bound too, so a chain of stored refs whose paths add
+ * up cannot make each hop copy more (1000 refs through 40 such hops took 14 s before).
+ */
 export const MAX_REF_PATH_PARTS = 500;
 /** Refs followed one inside another (each a round of reads) before the chain is refused. */
 export const MAX_REF_HOPS = 100;
@@ -55,6 +61,11 @@ interface Walk {
   /** The project of the request's ref: walks never leave it. */
   readonly projectId: string;
   val: unknown;
+  /**
+   * `val`'s exact JSON text when it is (part of) a table row: rows are stored as the text their
+   * digest hashes, whose numbers a parse into JavaScript would change (`1.0`, integers past 2^53).
+   */
+  text: string | undefined;
   path: readonly string[];
   /** Index of the next edge name in `path`. */
   at: number;
@@ -97,7 +108,8 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
         }
       };
       const roots = new Map<string, { val: unknown } | null>();
-      const rows = new Map<string, unknown>();
+      const rows = new Map<string, { val: unknown; text: string }>();
+      const storedRefs = new Map<string, ParsedRef | null>();
 
       for (let round = 0; walks.some((walk) => walk.pending !== null); round++) {
         if (round > MAX_REF_HOPS) throw new BadRequestError(`A ref leads through more than ${MAX_REF_HOPS} refs`);
@@ -115,17 +127,18 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
           }
           // A deleted version reads as null, whatever the path.
           walk.val = root === null ? null : root.val;
+          walk.text = undefined;
           walk.path = root === null ? [] : path;
           walk.at = 0;
           walk.pending = null;
         }
         readRows(walks, rows, tables, charge);
-        for (const walk of walks) if (walk.pending === null) advance(walk);
+        for (const walk of walks) if (walk.pending === null) advance(walk, storedRefs);
       }
 
       let answer = '{"vals":[';
       walks.forEach((walk, index) => {
-        answer += (index === 0 ? '' : ',') + (JSON.stringify(walk.val) ?? 'null');
+        answer += (index === 0 ? '' : ',') + (walk.text ?? JSON.stringify(walk.val) ?? 'null');
         if (answer.length > MAX_REFS_ANSWER_CHARS) {
           throw new HttpError(413, `The values of these refs exceed ${MAX_REFS_ANSWER_CHARS} characters: read fewer at a time`);
         }
@@ -136,7 +149,12 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 }
 
 /** Read the table rows walks wait for: one query per table. */
-function readRows(walks: readonly Walk[], cache: Map<string, unknown>, tables: TableStore, charge: (bytes: number) => void): void {
+function readRows(
+  walks: readonly Walk[],
+  cache: Map<string, { val: unknown; text: string }>,
+  tables: TableStore,
+  charge: (bytes: number) => void,
+): void {
   const byTable = new Map<string, Walk[]>();
   for (const walk of walks) {
     if (walk.pending?.kind !== 'row') continue;
@@ -158,9 +176,11 @@ function readRows(walks: readonly Walk[], cache: Map<string, unknown>, tables: T
         const text = texts.get(rowDigest);
         if (text === undefined) throw new NotFoundError(`Row ${quote(rowDigest)} not found in table ${quote(tableDigest)}`);
         charge(text.length);
-        cache.set(key, JSON.parse(text) as unknown);
+        cache.set(key, { val: JSON.parse(text) as unknown, text });
       }
-      walk.val = cache.get(key);
+      const row = cache.get(key) as { val: unknown; text: string };
+      walk.val = row.val;
+      walk.text = row.text;
       // Past the `id/<row digest>` pair the row was read for.
       walk.at += 2;
       walk.pending = null;
@@ -170,28 +190,43 @@ function readRows(walks: readonly Walk[], cache: Map<string, unknown>, tables: T
 
 function startWalk(ref: ParsedRef): Walk {
   if (ref.kind === 'object') {
-    return { projectId: ref.projectId, val: null, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
+    return { projectId: ref.projectId, val: null, text: undefined, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
   }
   return {
     projectId: ref.projectId,
     val: null,
+    text: undefined,
     path: ref.extra,
     at: 0,
     pending: { kind: 'row', tableDigest: ref.digest, rowDigest: ref.extra[1] as string },
   };
 }
 
-/** Walk on until the path ends or a ref in the value must be read first. */
-function advance(walk: Walk): void {
+/**
+ * Walk on until the path ends or a ref in the value must be read first. `storedRefs` caches the
+ * parse of each ref text met in values, for the request.
+ */
+function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
   while (walk.at < walk.path.length) {
     const edge = walk.path[walk.at] as string;
     const arg = walk.path[walk.at + 1] as string;
     if (typeof walk.val === 'string' && walk.val.startsWith(REF_PREFIX)) {
-      const inner = parseStoredRef(walk.val);
+      let inner = storedRefs.get(walk.val);
+      if (inner === undefined) {
+        inner = parseStoredRef(walk.val);
+        storedRefs.set(walk.val, inner);
+      }
       if (inner !== null) {
         if (inner.projectId !== walk.projectId) {
           walk.val = null;
+          walk.text = undefined;
         } else if (inner.kind === 'object') {
+          const left = walk.path.length - walk.at;
+          if (inner.extra.length + left > MAX_REF_PATH_PARTS) {
+            throw new BadRequestError(
+              `A ref leads through a stored ref whose path and the rest of its own add up to more than ${MAX_REF_PATH_PARTS} parts`,
+            );
+          }
           walk.pending = { kind: 'object', name: inner.name, version: inner.version, path: [...inner.extra, ...walk.path.slice(walk.at)] };
           return;
         } else if (edge === 'id') {
@@ -200,9 +235,25 @@ function advance(walk: Walk): void {
         }
       }
     }
+    walk.text = walk.text === undefined ? undefined : stepText(walk.text, walk.val, edge, arg);
     walk.val = step(walk.val, edge, arg);
     walk.at += 2;
   }
+}
+
+/**
+ * The exact text of the value {@link step} takes from `val`, given `text`, val's own exact text;
+ * undefined where the step reads nothing (the value then answers as null).
+ */
+function stepText(text: string, val: unknown, edge: string, arg: string): string | undefined {
+  let start: number | undefined;
+  if ((edge === 'key' || edge === 'attr') && isRecord(val) && Object.hasOwn(val, arg)) {
+    start = memberStart(text, 0, arg);
+  } else if (edge === 'index' && Array.isArray(val)) {
+    const index = Number(arg) < 0 ? Number(arg) + val.length : Number(arg);
+    start = index >= 0 && index < val.length ? itemStarts(text, 0)?.[index] : undefined;
+  }
+  return start === undefined ? undefined : text.slice(start, endOfValue(text, start));
 }
 
 /** One edge into a value; null where the value has no such member or item. */
