@@ -13,6 +13,7 @@ import type { ServerContext, ServerUser } from './context.js';
 import { BadRequestError, HttpError, ObjectDeletedError, ServiceUnavailableError, ValidationError } from './errors.js';
 import { isUtf8Body, MAX_JSON_CONTAINERS, NOT_UTF8_REASON, opensTooManyContainers, utf8BodyText } from './json-body-text.js';
 import { ROUTE_MODULES } from './routes/index.js';
+import { createReaderPool } from './store/readers.js';
 import { boundInput, schemaErrorsToIssues, type SchemaErrorLike } from './validation.js';
 import type { VerbatimBodyReader } from './verbatim-body.js';
 
@@ -127,10 +128,14 @@ export function buildApp(options: AppOptions): FastifyInstance {
     void reply.code(404).send({ reason: `Not found: ${request.method} ${request.url.split('?')[0]}` });
   });
 
+  // One pool for every streamed answer, so maxConcurrentStreams bounds them all. Closing it
+  // closes idle connections now and busy ones as their streams end.
+  const readers = createReaderPool(options.db, options.maxConcurrentStreams);
+  app.addHook('onClose', async () => readers.close());
   const ctx: ServerContext = {
     db: options.db,
     completeMode: options.completeMode,
-    maxConcurrentStreams: options.maxConcurrentStreams,
+    readers,
     authorizeProject(request, projectId) {
       const user = request.callbridgeUser;
       if (user === null) throw new HttpError(401, 'Unauthorized');

@@ -2,6 +2,7 @@
  * What route modules receive from the app: the database, the server's settings, and the one
  * authorization check. Route modules are plain functions `(app, ctx) => void` registered by `app.ts`.
  */
+import type { ReaderPool } from './store/readers.js';
 import type { SqliteDatabase } from './store/sqlite.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
@@ -16,8 +17,11 @@ export interface ServerContext {
   readonly db: SqliteDatabase;
   /** Every project answers v1 call writes with CALLS_COMPLETE_MODE_REQUIRED (SPEC §2.1). */
   readonly completeMode: boolean;
-  /** Most `calls/stream_query` answers streamed at once; past it a query answers 503. */
-  readonly maxConcurrentStreams: number;
+  /**
+   * The read connections streamed answers run on (calls and tables queries), one pool for all:
+   * at most `maxConcurrentStreams` at once; past it a query answers 503.
+   */
+  readonly readers: ReaderPool;
   /**
    * Check that `projectId` is an `entity/project` the authenticated user may use and return the
    * user's name (the `wb_user_id` of what it writes). Throws 400 for a malformed project id and

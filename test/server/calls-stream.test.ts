@@ -128,7 +128,7 @@ describe('calls/stream_query streaming', () => {
       const refused = await post(server.url, '/calls/stream_query', { project_id: PROJECT, limit: 1 });
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
-      expect(refused.body.reason).toMatch(/Too many calls\/stream_query answers in progress \(16\)/);
+      expect(refused.body.reason).toBe('Too many query answers streaming at once (16); retry shortly');
       // Other reads and writes are not affected by the cap.
       const read = await post(server.url, '/call/read', { project_id: PROJECT, id: callId(3) });
       expect(read.status).toBe(200);

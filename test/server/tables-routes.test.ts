@@ -295,6 +295,10 @@ describe('tables over HTTP', () => {
       const busy = await post(capped.url, '/table/query', query);
       expect(busy.status).toBe(503);
       expect(busy.headers.get('retry-after')).toBe('1');
+      // One cap for every streamed answer: a calls query waits for the same slot.
+      const calls = await post(capped.url, '/calls/stream_query', { project_id: PROJECT });
+      expect(calls.status).toBe(503);
+      expect(calls.body.reason).toBe('Too many query answers streaming at once (1); retry shortly');
       abort.abort();
       let status = 0;
       for (let attempt = 0; attempt < 50 && status !== 200; attempt++) {

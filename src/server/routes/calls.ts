@@ -59,7 +59,7 @@ export const COMPLETE_MODE_REQUIRED = 'CALLS_COMPLETE_MODE_REQUIRED';
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 export const callsRoutes: RouteModule = (app, ctx) => {
-  const store = createCallsStore(ctx.db, { maxConcurrentStreams: ctx.maxConcurrentStreams });
+  const store = createCallsStore(ctx.db, { readers: ctx.readers });
   app.addHook('onClose', async () => store.close());
 
   app.get('/health', { config: { public: true } }, async () => ({ status: 'ok' }));

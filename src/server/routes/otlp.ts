@@ -31,7 +31,7 @@ import { projectAuthorizer } from './project-authorizer.js';
 export const OTLP_TRACES_PATH = '/otel/v1/traces';
 
 export const otlpRoutes: RouteModule = (app, ctx) => {
-  const store = createCallsStore(ctx.db);
+  const store = createCallsStore(ctx.db, { readers: ctx.readers });
   const maxBodyBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
 
   app.register(async (scope) => {

@@ -9,7 +9,7 @@ import { RefsReadBatchReqSchema, type RefsReadBatchReq } from '../../wire/tables
 import { projectAuthorizer } from './project-authorizer.js';
 
 export const refsRoutes: RouteModule = (app, ctx) => {
-  const tables = createTableStore(ctx.db, { maxConcurrentStreams: ctx.maxConcurrentStreams });
+  const tables = createTableStore(ctx.db, { readers: ctx.readers });
   const refs = createRefReader(ctx.db, tables);
   app.addHook('onClose', async () => tables.close());
 

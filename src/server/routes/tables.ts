@@ -28,7 +28,7 @@ import {
 } from '../../wire/tables.js';
 
 export const tablesRoutes: RouteModule = (app, ctx) => {
-  const tables = createTableStore(ctx.db, { maxConcurrentStreams: ctx.maxConcurrentStreams });
+  const tables = createTableStore(ctx.db, { readers: ctx.readers });
   app.addHook('onClose', async () => tables.close());
 
   app.post(

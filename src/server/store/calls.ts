@@ -29,7 +29,7 @@ import {
 } from './calls-rows.js';
 import { cursorOf, pagedText } from '../paged-text.js';
 import { CALL_FEEDBACK_JSON_SQL } from './call-feedback.js';
-import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
+import { createReaderPool, type ReaderPool } from './readers.js';
 import { StatementCache } from './statement-cache.js';
 
 /** One part of a call to write; rows come from `calls-rows.ts`, already checked. */
@@ -222,7 +222,7 @@ const LINE_PAGE_ROWS = 500;
  * const calls = createCallsStore(db);
  * calls.writeParts([{ kind: 'start', row: toStartRow(start, 'dev', ['body', 'start']) }]);
  */
-export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DEFAULT_MAX_CONCURRENT_STREAMS } = {}): CallsStore {
+export function createCallsStore(db: SqliteDatabase, options: { readonly readers?: ReaderPool } = {}): CallsStore {
   const upsertStart = db.prepare(UPSERT_START_SQL);
   const upsertEnd = db.prepare(UPSERT_END_SQL);
   const read = db.prepare(READ_SQL);
@@ -236,7 +236,8 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
   });
   const updateDisplayName = db.prepare(UPDATE_DISPLAY_NAME_SQL);
   const queries = new StatementCache(db);
-  const readers = createReaderPool(db, maxConcurrentStreams);
+  // The server's shared pool, or one of its own (closed with the store) when used alone.
+  const readers = options.readers ?? createReaderPool(db);
 
   const upsertWhole = db.prepare(UPSERT_WHOLE_SQL);
   const writeParts = db.transaction((parts: readonly CallPart[]) => {
@@ -303,7 +304,7 @@ export function createCallsStore(db: SqliteDatabase, { maxConcurrentStreams = DE
     },
 
     close() {
-      readers.close();
+      if (options.readers === undefined) readers.close();
     },
   };
 }

@@ -1,5 +1,6 @@
 /**
- * Extra read-only connections for long reads (`calls/stream_query`).
+ * Extra read-only connections for long reads (`calls/stream_query`, `table/query`), one pool per
+ * server shared by them, so `maxConcurrentStreams` bounds every streamed answer.
  *
  * Why a second connection: a statement being iterated keeps its connection busy (better-sqlite3)
  * (no other statement may run on it until the iterator ends), and a stream can last as long as a
@@ -66,10 +67,7 @@ export function createReaderPool(main: SqliteDatabase, maxBusy: number = DEFAULT
     acquire() {
       if (main.memory) return null;
       if (busy.size >= maxBusy) {
-        throw new ServiceUnavailableError(
-          `Too many calls/stream_query answers in progress (${maxBusy}); retry shortly`,
-          RETRY_AFTER_SECONDS,
-        );
+        throw new ServiceUnavailableError(`Too many query answers streaming at once (${maxBusy}); retry shortly`, RETRY_AFTER_SECONDS);
       }
       const reused = idle.pop();
       const reader = reused ?? openReader(main);

@@ -10,13 +10,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { SqliteDatabase } from './sqlite.js';
-import { BadRequestError, HttpError, NotFoundError, ServiceUnavailableError } from '../errors.js';
+import { BadRequestError, HttpError, NotFoundError } from '../errors.js';
 import { quote } from '../quote.js';
 import { digestOfText } from '../../wire/digest.js';
 import type { SortBy } from '../../wire/common.js';
 import type { TableCreateFromDigestsRes, TableCreateRes, TableStatsRow, TableUpdateRes } from '../../wire/tables.js';
 import { sqlCount, utf8Length } from './content-common.js';
-import { createReaderPool, DEFAULT_MAX_CONCURRENT_STREAMS } from './readers.js';
+import { createReaderPool, type ReaderPool } from './readers.js';
 import { StatementCache } from './statement-cache.js';
 import { cursorOf, type TextCursor } from '../paged-text.js';
 import { compileDocumentSortTerms } from '../query/index.js';
@@ -105,7 +105,7 @@ export function tableDigestOf(rowDigests: readonly string[]): string {
  * const tables = createTableStore(db);
  * const { digest } = tables.create('acme/demo', ['{"q": "2+2?"}']);
  */
-export function createTableStore(db: SqliteDatabase, { maxConcurrentStreams = DEFAULT_MAX_CONCURRENT_STREAMS } = {}): TableStore {
+export function createTableStore(db: SqliteDatabase, options: { readonly readers?: ReaderPool } = {}): TableStore {
   const insertRow = db.prepare<[string, string, string, number]>(
     'INSERT OR IGNORE INTO table_rows (project_id, digest, val, size_bytes) VALUES (?, ?, ?, ?)',
   );
@@ -134,7 +134,8 @@ export function createTableStore(db: SqliteDatabase, { maxConcurrentStreams = DE
      WHERE t.project_id = ? AND t.digest = ? AND j.value IN (SELECT value FROM json_each(?)) AND ${ROW_OF_ITEM}`,
   );
   const queries = new StatementCache(db);
-  const readers = createReaderPool(db, maxConcurrentStreams);
+  // The server's shared pool, or one of its own (closed with the store) when used alone.
+  const readers = options.readers ?? createReaderPool(db);
 
   const storeRow = (projectId: string, rowText: string): { digest: string; size: number } => {
     const digest = digestOfText(rowText);
@@ -227,25 +228,16 @@ export function createTableStore(db: SqliteDatabase, { maxConcurrentStreams = DE
 
     query(query) {
       const { sql, params } = buildQuery(query);
-      let reader;
-      try {
-        reader = readers.acquire();
-      } catch (error) {
-        if (error instanceof ServiceUnavailableError) {
-          throw new ServiceUnavailableError('Too many table query answers in progress; retry shortly', error.retryAfterSeconds);
-        }
-        throw error;
-      }
+      const reader = readers.acquire();
       if (reader === null) {
         // In-memory database: no second connection sees it, and an open iterator would block
         // every write on this one, so the rows are read at once.
         return cursorOf((queries.get(sql).all(params) as QueriedRow[])[Symbol.iterator](), () => {}, rowJson);
       }
-      const held = reader;
       try {
-        return cursorOf(held.statements.get(sql).iterate(params) as IterableIterator<QueriedRow>, () => readers.release(held), rowJson);
+        return cursorOf(reader.statements.get(sql).iterate(params) as IterableIterator<QueriedRow>, () => readers.release(reader), rowJson);
       } catch (error) {
-        readers.release(held);
+        readers.release(reader);
         throw error;
       }
     },
@@ -268,7 +260,7 @@ export function createTableStore(db: SqliteDatabase, { maxConcurrentStreams = DE
     },
 
     close() {
-      readers.close();
+      if (options.readers === undefined) readers.close();
     },
   };
 }
