@@ -359,6 +359,8 @@ describe('$convert', () => {
     expect(select(eq(convert(field('inputs.x'), 'int'), lit(12)))).toEqual(['c2']);
     expect(select(eq(convert(field('inputs.x'), 'int'), lit(5)))).toEqual(['c1']);
     expect(select({ $gt: [convert(field('wb_run_step'), 'int'), lit(2)] })).toEqual(['c4', 'c5']);
+    // An integer, as the service's toString(toInt64OrNull(...)) writes it: '5', not '5.0'.
+    expect(select(eq(convert(convert(field('inputs.x'), 'int'), 'string'), lit('5')))).toEqual(['c1']);
   });
 
   it('string', () => {

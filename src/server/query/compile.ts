@@ -348,8 +348,9 @@ function convert(v: Value, to: ConvertTarget): Value {
     case 'double':
       return { kind: 'scalar', type: 'number', sql: asNumber(v) };
     case 'int':
-      // `toInt64OrNull` on the service: a whole number, else NULL (`2.5` is not 2).
-      return { kind: 'scalar', type: 'number', sql: sql`whole_number(${asNumber(v)})` };
+      // `toInt64OrNull` on the service: a whole number, else NULL (`2.5` is not 2). The cast makes
+      // it an SQLite INTEGER (a JavaScript function's number comes back REAL: `5.0` as text).
+      return { kind: 'scalar', type: 'number', sql: sql`CAST(whole_number(${asNumber(v)}) AS INTEGER)` };
     case 'string':
       return { kind: 'scalar', type: 'text', sql: asText(v) };
     case 'bool':
