@@ -294,15 +294,28 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
 
 /**
  * `observed` with the enumerable string-keyed members of `promise` copied onto it (methods a
- * library assigned to the promise it returns, which close over that promise). Not through
- * observeSubclass: `await` of a native promise never reads its `then`, so an observer there could
- * not see the caller handle a rejection. Symbol keys are left: Node's AsyncLocalStorage keeps its
- * context on promises under a symbol.
+ * library assigned to the promise it returns, which close over that promise: ky's `.json()`).
+ * Not through observeSubclass: `await` of a native promise never reads its `then`, so an observer
+ * there could not see the caller handle a rejection. Symbol keys are left: Node's
+ * AsyncLocalStorage keeps its context on promises under a symbol.
+ *
+ * A caller who uses a member (`await get(url).json()`) handles the outcome through it and never
+ * touches `observed`; untraced, the original promise's rejection is handled by the member's own
+ * await. So calling a copied method marks `observed` handled, or its rejection would be reported
+ * unhandled (and end the process by Node's default).
  */
 function withOwnMembers(promise: Promise<unknown>, observed: Promise<unknown>): Promise<unknown> {
   for (const key of Object.keys(promise)) {
     try {
-      Object.defineProperty(observed, key, Object.getOwnPropertyDescriptor(promise, key) as PropertyDescriptor);
+      const descriptor = Object.getOwnPropertyDescriptor(promise, key) as PropertyDescriptor;
+      const member: unknown = descriptor.value;
+      if (typeof member === 'function') {
+        descriptor.value = function (this: unknown, ...args: unknown[]): unknown {
+          nativeThen.call(observed, undefined, ignoreRejection);
+          return Reflect.apply(member, this, args);
+        };
+      }
+      Object.defineProperty(observed, key, descriptor);
     } catch {
       // A member that cannot be copied: the promise itself still settles as the function's did.
     }
