@@ -38,6 +38,18 @@ describe('refs/read_batch through refs stored in values', () => {
     expect(res.body.reason).toMatch(/add up to more than 500 parts/);
   }, 120_000);
 
+  it('reads a stored ref naming a version by latest or v<N> as null, not as a missing digest', async () => {
+    const target = await client.objCreate({ obj: { project_id: PROJECT, object_id: 'aliased', val: { x: 1 } } });
+    expect(target.digest).toHaveLength(43);
+    const holder = await client.objCreate({
+      obj: { project_id: PROJECT, object_id: 'holder', val: { byLatest: `${REF}/object/aliased:latest`, byIndex: `${REF}/object/aliased:v0` } },
+    });
+    const res = await client.refsReadBatch({
+      refs: [`${REF}/object/holder:${holder.digest}/key/byLatest/key/x`, `${REF}/object/holder:${holder.digest}/key/byIndex/key/x`],
+    });
+    expect(res.vals).toEqual([null, null]);
+  });
+
   it('follows a chain of 60 stored refs with short paths to the value at its end', async () => {
     // C_0 = {"v": {"deep": 42}}; C_i = {"next": "<ref to C_{i-1}>/key/v"} read with /key/next.
     let previous = (await client.objCreate({ obj: { project_id: PROJECT, object_id: 'c0', val: { v: { deep: 42 } } } })).digest;

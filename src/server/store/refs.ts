@@ -27,7 +27,6 @@ import { isRecord } from '../../wire/common.js';
 import { MAX_REFS_PER_READ } from '../../wire/tables.js';
 import type { TableStore } from './tables.js';
 import { versionRef } from './weave-refs.js';
-import { endOfValue, itemStarts, memberStart } from '../python-json.js';
 
 const REF_PREFIX = 'weave:///';
 
@@ -62,8 +61,11 @@ interface Walk {
   readonly projectId: string;
   val: unknown;
   /**
-   * `val`'s exact JSON text when it is (part of) a table row: rows are stored as the text their
-   * digest hashes, whose numbers a parse into JavaScript would change (`1.0`, integers past 2^53).
+   * `val`'s exact JSON text when it is a whole table row: rows are stored as the text their digest
+   * hashes, whose numbers a parse into JavaScript would change (`1.0`, integers past 2^53). A step
+   * into the row drops it: finding a value's text in the row's costs a scan of the row per ref
+   * and step (1000 refs into one 8 MB row: 11 s), so values inside rows are written from their
+   * parsed form.
    */
   text: string | undefined;
   path: readonly string[];
@@ -235,25 +237,10 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
         }
       }
     }
-    walk.text = walk.text === undefined ? undefined : stepText(walk.text, walk.val, edge, arg);
+    walk.text = undefined;
     walk.val = step(walk.val, edge, arg);
     walk.at += 2;
   }
-}
-
-/**
- * The exact text of the value {@link step} takes from `val`, given `text`, val's own exact text;
- * undefined where the step reads nothing (the value then answers as null).
- */
-function stepText(text: string, val: unknown, edge: string, arg: string): string | undefined {
-  let start: number | undefined;
-  if ((edge === 'key' || edge === 'attr') && isRecord(val) && Object.hasOwn(val, arg)) {
-    start = memberStart(text, 0, arg);
-  } else if (edge === 'index' && Array.isArray(val)) {
-    const index = Number(arg) < 0 ? Number(arg) + val.length : Number(arg);
-    start = index >= 0 && index < val.length ? itemStarts(text, 0)?.[index] : undefined;
-  }
-  return start === undefined ? undefined : text.slice(start, endOfValue(text, start));
 }
 
 /** One edge into a value; null where the value has no such member or item. */
@@ -281,15 +268,23 @@ function parseRequestRef(ref: string, field: string): ParsedRef {
   return parsed;
 }
 
-/** A ref string met inside a stored value, or null when it is not one this endpoint can follow. */
+/**
+ * A ref string met inside a stored value, or null when it is not one this endpoint can follow:
+ * malformed, or naming a version by `latest` or `v<N>` (a request's ref may not; met in a value,
+ * it reads as null rather than failing the whole request as a missing digest).
+ */
 function parseStoredRef(text: string): ParsedRef | null {
+  let parsed: ParsedRef;
   try {
-    return parseRef(text, 'ref');
+    parsed = parseRef(text, 'ref');
   } catch (error) {
     if (error instanceof BadRequestError) return null;
     throw error;
   }
+  return parsed.kind === 'object' && VERSION_ALIAS.test(parsed.version) ? null : parsed;
 }
+
+const VERSION_ALIAS = /^(?:latest|v[0-9]+)$/;
 
 /** @throws BadRequestError naming `field` when `ref` is malformed or not an object, op or table ref. */
 function parseRef(ref: string, field: string): ParsedRef {
