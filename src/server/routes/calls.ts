@@ -3,7 +3,6 @@
  * (mode/req agreement, complete mode, path vs body project), and hand rows to the calls store.
  * Also the two service routes `GET /health` (no credentials) and `GET /server_info`.
  */
-import { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import packageJson from '../../../package.json' with { type: 'json' };
 import type { RouteModule, ServerContext } from '../context.js';
@@ -140,8 +139,7 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/calls/stream_query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
     const body = request.body as CallsQueryReq;
     ctx.authorizeProject(request, body.project_id);
-    const lines = store.queryLines(toQueryRequest(body));
-    return reply.type('application/jsonl; charset=utf-8').send(lines);
+    return reply.type('application/jsonl; charset=utf-8').send(store.queryText(toQueryRequest(body), { end: '\n' }));
   });
 
   // The service's unstreamed form of the same query (`{"calls": [...]}`), for clients that want
@@ -149,8 +147,8 @@ export const callsRoutes: RouteModule = (app, ctx) => {
   app.post('/calls/query', { schema: { body: CallsQueryReqSchema } }, async (request, reply) => {
     const body = request.body as CallsQueryReq;
     ctx.authorizeProject(request, body.project_id);
-    const lines = store.queryLines(toQueryRequest(body));
-    return reply.type('application/json; charset=utf-8').send(Readable.from(jsonListOfLines('calls', lines)));
+    const answer = store.queryText(toQueryRequest(body), { open: '{"calls":[', separator: ',', close: ']}' });
+    return reply.type('application/json; charset=utf-8').send(answer);
   });
 
   app.post('/calls/query_stats', { schema: { body: CallsQueryStatsReqSchema } }, async (request): Promise<CallsQueryStatsRes> => {
@@ -201,25 +199,6 @@ function toQueryRequest(body: CallsQueryReq): QueryRequest {
     includeTotalStorageSize: body.include_total_storage_size === true,
     includeFeedback: body.include_feedback === true,
   };
-}
-
-/**
- * `{"<key>":[...]}` from a stream of JSONL text: the lines joined by commas. A line is one JSON
- * value, which holds no raw newline, so a chunk splits into lines at its newlines.
- */
-async function* jsonListOfLines(key: string, lines: Readable): AsyncGenerator<string> {
-  yield `{${JSON.stringify(key)}:[`;
-  let first = true;
-  for await (const chunk of lines) {
-    let text = '';
-    for (const line of String(chunk).split('\n')) {
-      if (line === '') continue;
-      text += first ? line : `,${line}`;
-      first = false;
-    }
-    if (text !== '') yield text;
-  }
-  yield ']}';
 }
 
 /** One batch item as a checked part. A mode other than start/end, or one that disagrees with its req, is a 400. */

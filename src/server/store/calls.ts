@@ -27,7 +27,7 @@ import {
   type EndRow,
   type StartRow,
 } from './calls-rows.js';
-import { cursorOf, pagedText } from '../paged-text.js';
+import { cursorOf, pagedText, type PageShape } from '../paged-text.js';
 import { CALL_FEEDBACK_JSON_SQL } from './call-feedback.js';
 import { createReaderPool, type ReaderPool } from './readers.js';
 import { StatementCache } from './statement-cache.js';
@@ -67,12 +67,13 @@ export interface CallsStore {
   /** The read form of one visible call as JSON text, or null. */
   readJson(projectId: string, id: string, options: ReadOptions): string | null;
   /**
-   * The answer of a `calls/stream_query` as a stream of JSONL text (one call per line), read row
-   * by row with backpressure. Request errors (bad query, unknown field) and errors reading the
+   * The answer of a calls query as a stream of text: each call's JSON joined as `shape` says (one
+   * per line for `calls/stream_query`, a `{"calls":[...]}` list for `calls/query`), read row by
+   * row with backpressure. Request errors (bad query, unknown field) and errors reading the
    * first row throw here, before anything is sent, so they keep their status; an error after that
    * destroys the stream, and the client sees a transfer cut short rather than a short 200.
    */
-  queryLines(request: QueryRequest): Readable;
+  queryText(request: QueryRequest, shape: PageShape): Readable;
   /** Mark calls and all their descendants deleted; returns how many were newly marked. */
   deleteCalls(projectId: string, callIds: readonly string[]): number;
   /**
@@ -260,7 +261,7 @@ export function createCallsStore(db: SqliteDatabase, options: { readonly readers
       return callToJson(row, { ...options, includeFeedback: false, columns: null });
     },
 
-    queryLines(request) {
+    queryText(request, shape) {
       const { sql, params } = buildQuery(request);
       const options: CallJsonOptions = {
         includeCosts: request.includeCosts,
@@ -269,17 +270,18 @@ export function createCallsStore(db: SqliteDatabase, options: { readonly readers
         includeFeedback: request.includeFeedback,
         columns: selectedColumns(request.columns),
       };
-      const toLine = (row: CallRow): string => `${callToJson(row, options)}\n`;
+      const toJson = (row: CallRow): string => callToJson(row, options);
+      const pages: PageShape = { ...shape, maxTexts: LINE_PAGE_ROWS };
       const reader = readers.acquire();
       if (reader === null) {
         // In-memory database: no second connection can see it, and an open iterator would block
         // every write on this one, so the rows are read at once (memory grows with the answer).
         const rows = queries.get(sql).all(params) as CallRow[];
-        return pagedText(cursorOf(rows[Symbol.iterator](), () => {}, toLine), { maxTexts: LINE_PAGE_ROWS });
+        return pagedText(cursorOf(rows[Symbol.iterator](), () => {}, toJson), pages);
       }
       try {
         const rows = reader.statements.get(sql).iterate(params) as IterableIterator<CallRow>;
-        return pagedText(cursorOf(rows, () => readers.release(reader), toLine), { maxTexts: LINE_PAGE_ROWS });
+        return pagedText(cursorOf(rows, () => readers.release(reader), toJson), pages);
       } catch (error) {
         readers.release(reader);
         throw error;
