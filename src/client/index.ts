@@ -35,7 +35,17 @@ import type {
   CallsQueryStatsRes,
   CallWithColumns,
 } from '../wire/calls.js';
-import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackPurgeReq, FeedbackQueryReq, FeedbackQueryRes } from '../wire/feedback.js';
+import type {
+  FeedbackCreateBatchReq,
+  FeedbackCreateBatchRes,
+  FeedbackCreateReq,
+  FeedbackCreateRes,
+  FeedbackPurgeReq,
+  FeedbackQueryReq,
+  FeedbackQueryRes,
+  FeedbackReplaceReq,
+  FeedbackReplaceRes,
+} from '../wire/feedback.js';
 import type { FileContentReq, FileCreateRes } from '../wire/files.js';
 import type {
   ObjCreateReq,
@@ -191,6 +201,13 @@ export interface CallbridgeClient {
   refsReadBatch(req: RefsReadBatchReq, options?: RequestOptions): Promise<RefsReadBatchRes>;
   /** `POST /feedback/create`. */
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes>;
+  /**
+   * `POST /feedback/batch/create`: several records in one request, stored all or none (give each
+   * an `id` to retry safely).
+   */
+  feedbackCreateBatch(req: FeedbackCreateBatchReq, options?: RequestOptions): Promise<FeedbackCreateBatchRes>;
+  /** `POST /feedback/replace`: a new record in place of record `feedback_id`. */
+  feedbackReplace(req: FeedbackReplaceReq, options?: RequestOptions): Promise<FeedbackReplaceRes>;
   /** `POST /feedback/query`. */
   feedbackQuery(req: FeedbackQueryReq, options?: RequestOptions): Promise<FeedbackQueryRes>;
   /** `POST /feedback/purge`: delete by id. */
@@ -356,6 +373,14 @@ class TypedClient implements CallbridgeClient {
 
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes> {
     return this.#postJson('/feedback/create', req, options);
+  }
+
+  feedbackCreateBatch(req: FeedbackCreateBatchReq, options?: RequestOptions): Promise<FeedbackCreateBatchRes> {
+    return this.#postJson('/feedback/batch/create', req, options);
+  }
+
+  feedbackReplace(req: FeedbackReplaceReq, options?: RequestOptions): Promise<FeedbackReplaceRes> {
+    return this.#postJson('/feedback/replace', req, options);
   }
 
   feedbackQuery(req: FeedbackQueryReq, options?: RequestOptions): Promise<FeedbackQueryRes> {

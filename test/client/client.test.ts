@@ -304,6 +304,33 @@ describe('client: feedback', () => {
     expect((await client.feedbackQuery({ project_id: project, query })).result).toEqual([]);
   });
 
+  it('feedbackCreateBatch stores every record, and feedbackReplace puts a new record in place of one', async () => {
+    const id = nextSpanId();
+    await client.callUpsertBatch({ batch: [startItem(id), endItem(id)] });
+    const weaveRef = `weave:///${project}/call/${id}`;
+    const { res } = await client.feedbackCreateBatch({
+      batch: [
+        { project_id: project, weave_ref: weaveRef, feedback_type: 'wandb.reaction.1', payload: { emoji: '👍' } },
+        { project_id: project, weave_ref: weaveRef, feedback_type: 'wandb.note.1', payload: { note: 'first' } },
+      ],
+    });
+    expect(res.map((created) => created.payload)).toEqual([{ emoji: '👍' }, { note: 'first' }]);
+    const replaced = await client.feedbackReplace({
+      project_id: project,
+      weave_ref: weaveRef,
+      feedback_type: 'wandb.note.1',
+      payload: { note: 'second' },
+      feedback_id: res[1]!.id,
+    });
+    expect(replaced.id).not.toBe(res[1]!.id);
+    const onCall = { $expr: { $eq: [{ $getField: 'weave_ref' }, { $literal: weaveRef }] } };
+    const { result } = await client.feedbackQuery({ project_id: project, query: onCall, fields: ['id', 'payload'] });
+    expect(result).toEqual([
+      { id: res[0]!.id, payload: { emoji: '👍' } },
+      { id: replaced.id, payload: { note: 'second' } },
+    ]);
+  });
+
   it('a weave_ref into another project is a 400 RequestRejectedError', async () => {
     const error = await expectRejection(
       client.feedbackCreate({
@@ -347,6 +374,8 @@ describe('client: malformed requests to every endpoint', () => {
     ['objRead with a bad object_id', (c) => c.objRead({ project_id: project, object_id: '../etc', digest: 'latest' }), 422],
     ['objsQuery with a bad sort direction', (c) => c.objsQuery({ project_id: project, sort_by: [{ field: 'created_at', direction: 'up' as never }] }), 422],
     ['feedbackQuery on an unknown field', (c) => c.feedbackQuery({ project_id: project, fields: ['no_such_field'] }), 400],
+    ['feedbackCreateBatch with a record missing payload', (c) => c.feedbackCreateBatch({ batch: [{ project_id: project, weave_ref: 'x', feedback_type: 'note' } as never] }), 422],
+    ['feedbackReplace without feedback_id', (c) => c.feedbackReplace({ project_id: project, weave_ref: `weave:///${project}/call/${id}`, feedback_type: 'note', payload: {} } as never), 422],
     ['feedbackPurge with a query that is not by id', (c) => c.feedbackPurge({ project_id: project, query: { $expr: { $eq: [{ $getField: 'feedback_type' }, { $literal: 'x' }] } } }), 400],
     ['fileContent without digest', (c) => c.fileContent({ project_id: project } as never), 422],
   ];

@@ -1,12 +1,14 @@
 /**
- * Feedback records on SQLite (SPEC §2.3): create with the service's checks (the payload here, the
- * refs in `weave-refs.ts` and `feedback-kinds.ts`), query with
- * `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. Every request is one transaction or
- * one statement.
+ * Feedback records on SQLite (SPEC §2.3): create (one, a batch, or in place of another) with the
+ * service's checks (the payload here, the refs in `weave-refs.ts` and `feedback-kinds.ts`), query
+ * with `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. Every request is one transaction
+ * or one statement: a batch is stored whole or not at all, and a replace never deletes the old
+ * record without storing the new one (the service purges first and then checks the new record, so
+ * a new record that breaks a rule loses the old one there).
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { SqliteDatabase } from './sqlite.js';
-import { BadRequestError } from '../errors.js';
+import { BadRequestError, HttpError } from '../errors.js';
 import type { FieldTable } from '../query/fields.js';
 import { compileFieldJsonRef, compileQuery, compileSortTerms } from '../query/index.js';
 import { quote } from '../quote.js';
@@ -32,6 +34,12 @@ import { parseProjectRef, type WeaveRef } from './weave-refs.js';
 export const MAX_PAYLOAD_BYTES = 1 << 20;
 /** Longest client-chosen feedback id. */
 export const MAX_FEEDBACK_ID_LENGTH = 128;
+/**
+ * Longest the checks of one `feedback/batch/create` may take together: each record's annotation
+ * check may take up to MAX_VALIDATION_MS on the event loop every project shares, and a batch holds
+ * up to MAX_FEEDBACK_BATCH records. Ordinary records take microseconds each.
+ */
+export const MAX_BATCH_CHECK_MS = 1000;
 /** The reaction feedback type, whose payload is `{"emoji": <one emoji>}`. */
 export const REACTION_FEEDBACK_TYPE = 'wandb.reaction.1';
 /** The note feedback type, whose payload holds `note`: text of 1 to {@link MAX_NOTE_CHARS} characters. */
@@ -58,6 +66,16 @@ export const FEEDBACK_FIELDS: FieldTable = {
 export interface FeedbackStore {
   /** Store one record for user `wbUserId`; re-sending the same id with the same content is a no-op. */
   create(request: FeedbackCreateReq, wbUserId: string): FeedbackCreateRes;
+  /**
+   * Store every record of a batch as `create` does, all or none: the first record that breaks a
+   * rule fails the batch with a 400 naming its index.
+   */
+  createBatch(requests: readonly FeedbackCreateReq[], wbUserId: string): FeedbackCreateRes[];
+  /**
+   * Delete record `feedbackId` of the request's project (when there is one) and store the new
+   * record in its place, in one transaction: when the new record is refused, the old one stays.
+   */
+  replace(feedbackId: string, request: FeedbackCreateReq, wbUserId: string): FeedbackCreateRes;
   /** Records of a project: whole, or one object per record keyed by each `fields` entry. */
   query(request: FeedbackQueryReq): Array<Record<string, unknown>>;
   /** Delete the records whose ids `query` names; answers how many went. */
@@ -94,7 +112,8 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
   );
   const queries = new StatementCache(db);
 
-  const insertOnce = db.transaction((row: FeedbackRow): FeedbackRow => {
+  /** Insert `row` unless a record of its id is stored; answers the stored record. Inside a transaction. */
+  const insertOnce = (row: FeedbackRow): FeedbackRow => {
     const existing = findById.get(row.project_id, row.id);
     if (existing === undefined) {
       insert.run(row);
@@ -104,19 +123,35 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
     // after a lost response; the same id for other content is a conflict.
     if (sameContent(existing, row)) return existing;
     throw new BadRequestError(`Feedback id ${quote(row.id)} already exists with other content`);
+  };
+  // Each begins IMMEDIATE when run: it reads (an existing record of an id) before it writes.
+  const insertOne = db.transaction(insertOnce);
+  const insertAll = db.transaction((rows: readonly FeedbackRow[]) =>
+    rows.map((row, index) => atBatchIndex(index, () => insertOnce(row))),
+  );
+  const insertInPlaceOf = db.transaction((feedbackId: string, row: FeedbackRow) => {
+    deleteByIds.run(row.project_id, JSON.stringify([feedbackId]));
+    return insertOnce(row);
   });
 
   return {
     create(request, wbUserId) {
-      const row = validatedRow(request, wbUserId, readObject);
-      // Immediate: it reads (an existing record of that id) before it writes.
-      const stored = insertOnce.immediate(row);
-      return {
-        id: stored.id,
-        created_at: stored.created_at,
-        wb_user_id: stored.wb_user_id,
-        payload: JSON.parse(stored.payload) as Record<string, unknown>,
-      };
+      return createdParts(insertOne.immediate(validatedRow(request, wbUserId, readObject)));
+    },
+
+    createBatch(requests, wbUserId) {
+      const started = performance.now();
+      const rows = requests.map((request, index) => {
+        if (performance.now() - started > MAX_BATCH_CHECK_MS) {
+          throw new HttpError(413, `Checking this feedback batch took over ${MAX_BATCH_CHECK_MS} ms (stopped at batch[${index}]); send fewer records at a time`);
+        }
+        return atBatchIndex(index, () => validatedRow(request, wbUserId, readObject));
+      });
+      return insertAll.immediate(rows).map(createdParts);
+    },
+
+    replace(feedbackId, request, wbUserId) {
+      return createdParts(insertInPlaceOf.immediate(feedbackId, validatedRow(request, wbUserId, readObject)));
     },
 
     query(request) {
@@ -204,6 +239,26 @@ function validatedRow(request: FeedbackCreateReq, wbUserId: string, readObject: 
     runnable_ref: request.runnable_ref ?? null,
     call_ref: request.call_ref ?? null,
     trigger_ref: request.trigger_ref ?? null,
+  };
+}
+
+/** `step()`, with a rule it breaks named as the batch record's: `batch[3]: <reason>`. */
+function atBatchIndex<T>(index: number, step: () => T): T {
+  try {
+    return step();
+  } catch (error) {
+    if (error instanceof BadRequestError) throw new BadRequestError(`batch[${index}]: ${error.reason}`, error.errorCode);
+    throw error;
+  }
+}
+
+/** What a create answers of the stored record. */
+function createdParts(stored: FeedbackRow): FeedbackCreateRes {
+  return {
+    id: stored.id,
+    created_at: stored.created_at,
+    wb_user_id: stored.wb_user_id,
+    payload: JSON.parse(stored.payload) as Record<string, unknown>,
   };
 }
 
