@@ -12,6 +12,7 @@ import { BadRequestError, HttpError } from '../errors.js';
 import type { FieldTable } from '../query/fields.js';
 import { compileFieldJsonRef, compileQuery, compileSortTerms } from '../query/index.js';
 import { quote } from '../quote.js';
+import { purgeIds } from '../query/purge-ids.js';
 import {
   FEEDBACK_RECORD_FIELDS,
   type Feedback,
@@ -25,7 +26,6 @@ import { nowInstant } from '../timestamps.js';
 import { sqlCount, utf8Length } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
 import { assertJsonDepth } from '../json-depth.js';
-import { isRecord } from '../../wire/common.js';
 import { checkFeedbackKind, type ReadObjectVersion } from './feedback-kinds.js';
 import { createObjectStore, type ObjectStore } from './objects.js';
 import { parseProjectRef, type WeaveRef } from './weave-refs.js';
@@ -42,6 +42,8 @@ export const MAX_FEEDBACK_ID_LENGTH = 128;
 export const MAX_BATCH_CHECK_MS = 1000;
 /** The reaction feedback type, whose payload is `{"emoji": <one emoji>}`. */
 export const REACTION_FEEDBACK_TYPE = 'wandb.reaction.1';
+const PURGE_SHAPE =
+  'Purge query must select feedback by id: {"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]}, an "$or" of those, or "$in" a list of ids';
 /** The note feedback type, whose payload holds `note`: text of 1 to {@link MAX_NOTE_CHARS} characters. */
 export const NOTE_FEEDBACK_TYPE = 'wandb.note.1';
 /** The hosted service's bounds on a note, in characters (code points, as Python counts them). */
@@ -200,7 +202,7 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
     },
 
     purge(projectId, query) {
-      const ids = purgeIds(query);
+      const ids = purgeIds(query.$expr, PURGE_SHAPE);
       return deleteByIds.run(projectId, JSON.stringify(ids)).changes;
     },
   };
@@ -340,34 +342,4 @@ function toRecord(row: FeedbackRow): Record<string, unknown> {
   for (const field of FEEDBACK_RECORD_FIELDS) record[field] = row[field];
   record.payload = JSON.parse(row.payload) as unknown;
   return record;
-}
-
-const PURGE_SHAPE = 'Purge query must select feedback by id: {"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]} or an "$or" of those';
-
-/** The ids a purge query names; any other shape is a 400 (purge never deletes by a general query). */
-function purgeIds(query: Query): string[] {
-  const expr = query.$expr;
-  if (isRecord(expr) && Object.keys(expr).length === 1 && Array.isArray(expr.$or)) {
-    if (expr.$or.length === 0) throw new BadRequestError(PURGE_SHAPE);
-    return expr.$or.map(idOfEquality);
-  }
-  return [idOfEquality(expr)];
-}
-
-function idOfEquality(operation: unknown): string {
-  if (!isRecord(operation) || Object.keys(operation).length !== 1 || !Array.isArray(operation.$eq)) {
-    throw new BadRequestError(PURGE_SHAPE);
-  }
-  const operands = operation.$eq;
-  if (operands.length !== 2) throw new BadRequestError(PURGE_SHAPE);
-  const [a, b] = operands as [unknown, unknown];
-  const literal = isIdField(a) ? b : isIdField(b) ? a : undefined;
-  if (!isRecord(literal) || Object.keys(literal).length !== 1 || typeof literal.$literal !== 'string') {
-    throw new BadRequestError(PURGE_SHAPE);
-  }
-  return literal.$literal;
-}
-
-function isIdField(operand: unknown): boolean {
-  return isRecord(operand) && Object.keys(operand).length === 1 && operand.$getField === 'id';
 }
