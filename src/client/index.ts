@@ -35,6 +35,7 @@ import type {
   CallsQueryStatsRes,
   CallWithColumns,
 } from '../wire/calls.js';
+import type { CostCreateReq, CostCreateRes, CostPurgeReq, CostQueryReq, CostQueryRes } from '../wire/costs.js';
 import type {
   FeedbackCreateBatchReq,
   FeedbackCreateBatchRes,
@@ -212,6 +213,15 @@ export interface CallbridgeClient {
   feedbackQuery(req: FeedbackQueryReq, options?: RequestOptions): Promise<FeedbackQueryRes>;
   /** `POST /feedback/purge`: delete by id. */
   feedbackPurge(req: FeedbackPurgeReq, options?: RequestOptions): Promise<EmptyRes>;
+  /**
+   * `POST /cost/create`: a project's own token prices by model name, which `include_costs` uses
+   * before the service's list prices. Answers `[id, llm_id]` of each price stored.
+   */
+  costCreate(req: CostCreateReq, options?: RequestOptions): Promise<CostCreateRes>;
+  /** `POST /cost/query`: a project's own token prices. */
+  costQuery(req: CostQueryReq, options?: RequestOptions): Promise<CostQueryRes>;
+  /** `POST /cost/purge`: delete prices by id. */
+  costPurge(req: CostPurgeReq, options?: RequestOptions): Promise<EmptyRes>;
   /** `POST /file/create` (multipart): returns the digest of the bytes. */
   fileCreate(req: FileCreateInput, options?: RequestOptions): Promise<FileCreateRes>;
   /** `POST /file/content`: the bytes; throws `NotFoundError` when absent. */
@@ -389,6 +399,18 @@ class TypedClient implements CallbridgeClient {
 
   feedbackPurge(req: FeedbackPurgeReq, options?: RequestOptions): Promise<EmptyRes> {
     return this.#postJson('/feedback/purge', req, options);
+  }
+
+  costCreate(req: CostCreateReq, options?: RequestOptions): Promise<CostCreateRes> {
+    return this.#postJson('/cost/create', req, options);
+  }
+
+  costQuery(req: CostQueryReq, options?: RequestOptions): Promise<CostQueryRes> {
+    return this.#postJson('/cost/query', req, options);
+  }
+
+  costPurge(req: CostPurgeReq, options?: RequestOptions): Promise<EmptyRes> {
+    return this.#postJson('/cost/purge', req, options);
   }
 
   async fileCreate(req: FileCreateInput, options?: RequestOptions): Promise<FileCreateRes> {

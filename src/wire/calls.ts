@@ -169,10 +169,17 @@ export interface CallCost {
   completion_token_cost: number;
   prompt_tokens_total_cost: number;
   completion_tokens_total_cost: number;
-  prompt_token_cost_unit: 'USD';
-  completion_token_cost_unit: 'USD';
+  /** `USD`, or the unit a project's own price (`cost/create`) names. */
+  prompt_token_cost_unit: string;
+  completion_token_cost_unit: string;
   effective_date: string;
   provider_id: string;
+  /** `project` for a project's own price, `default` for the server's list price. */
+  pricing_level: 'default' | 'project';
+  /** The project's id, or `default`. */
+  pricing_level_id: string;
+  created_by: string;
+  created_at: string;
 }
 
 /** The derived part of a call's summary, computed on every read and never stored. */

@@ -345,6 +345,20 @@ describe('client: feedback', () => {
   });
 });
 
+describe('client: token prices', () => {
+  it('costCreate, costQuery with fields, costPurge', async () => {
+    const { ids } = await client.costCreate({
+      project_id: project,
+      costs: { 'client-model': { prompt_token_cost: 0.25, completion_token_cost: 0.5, effective_date: '2020-01-01T00:00:00Z' } },
+    });
+    expect(ids).toEqual([[expect.any(String), 'client-model']]);
+    const { results } = await client.costQuery({ project_id: project, fields: ['id', 'llm_id', 'prompt_token_cost'] });
+    expect(results).toContainEqual(expect.objectContaining({ id: ids[0]![0], llm_id: 'client-model', prompt_token_cost: 0.25, effective_date: null }));
+    expect(await client.costPurge({ project_id: project, query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: ids[0]![0] }] } } })).toEqual({});
+    expect((await client.costQuery({ project_id: project })).results.filter((r) => r.llm_id === 'client-model')).toEqual([]);
+  });
+});
+
 describe('client: files', () => {
   it('fileCreate (multipart) and fileContent return the same bytes', async () => {
     const bytes = Uint8Array.from({ length: 70_000 }, (_value, index) => index % 256);
@@ -376,6 +390,9 @@ describe('client: malformed requests to every endpoint', () => {
     ['feedbackQuery on an unknown field', (c) => c.feedbackQuery({ project_id: project, fields: ['no_such_field'] }), 400],
     ['feedbackCreateBatch with a record missing payload', (c) => c.feedbackCreateBatch({ batch: [{ project_id: project, weave_ref: 'x', feedback_type: 'note' } as never] }), 422],
     ['feedbackReplace without feedback_id', (c) => c.feedbackReplace({ project_id: project, weave_ref: `weave:///${project}/call/${id}`, feedback_type: 'note', payload: {} } as never), 422],
+    ['costCreate with a negative price', (c) => c.costCreate({ project_id: project, costs: { m: { prompt_token_cost: -1, completion_token_cost: 0 } } }), 400],
+    ['costQuery with an unknown field', (c) => c.costQuery({ project_id: project, fields: ['nope'] }), 400],
+    ['costPurge without a query', (c) => c.costPurge({ project_id: project } as never), 422],
     ['feedbackPurge with a query that is not by id', (c) => c.feedbackPurge({ project_id: project, query: { $expr: { $eq: [{ $getField: 'feedback_type' }, { $literal: 'x' }] } } }), 400],
     ['fileContent without digest', (c) => c.fileContent({ project_id: project } as never), 422],
   ];

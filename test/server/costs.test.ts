@@ -39,6 +39,10 @@ describe('computeCosts', () => {
       completion_token_cost_unit: 'USD',
       effective_date: PRICE_TABLE.get('o3-mini')!.effectiveDate,
       provider_id: 'openai',
+      pricing_level: 'default',
+      pricing_level_id: 'default',
+      created_by: 'system',
+      created_at: PRICE_TABLE.get('o3-mini')!.effectiveDate,
     });
   });
 

@@ -1,6 +1,7 @@
 /** Every route module of the server, registered in this order by `app.ts`. */
 import type { RouteModule } from '../context.js';
 import { callsRoutes } from './calls.js';
+import { costsRoutes } from './costs.js';
 import { feedbackRoutes } from './feedback.js';
 import { filesRoutes } from './files.js';
 import { objectsRoutes } from './objects.js';
@@ -12,6 +13,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   callsRoutes,
   objectsRoutes,
   feedbackRoutes,
+  costsRoutes,
   filesRoutes,
   otlpRoutes,
   tablesRoutes,

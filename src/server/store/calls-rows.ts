@@ -3,7 +3,7 @@
  * (ids, name lengths, timestamps; SPEC §2.1) into bound-parameter rows, and writing stored rows
  * back out as the read form's JSON text.
  */
-import { computeCosts } from '../costs.js';
+import { computeCosts, type PriceOf } from '../costs.js';
 import { traceName } from './calls-fields.js';
 import { BadRequestError, ValidationError } from '../errors.js';
 import { uuidv7 } from '../ids.js';
@@ -234,6 +234,8 @@ export type CallRow = Omit<Call, JsonTextFields | 'deleted_at' | 'storage_size_b
 /** Which optional parts a read writes. */
 export interface CallJsonOptions {
   readonly includeCosts: boolean;
+  /** The prices `summary.weave.costs` uses (the project's own before the list prices). */
+  readonly priceOf?: PriceOf;
   readonly includeStorageSize: boolean;
   /** The row carries `total_storage_size_bytes` (root calls only; null on others). */
   readonly includeTotalStorageSize: boolean;
@@ -319,7 +321,7 @@ function summaryJson(row: CallRow, options: CallJsonOptions): string {
   const weave: Record<string, unknown> = { status: row.status };
   if (row.latency_ms !== null) weave.latency_ms = row.latency_ms;
   weave.trace_name = traceName(row.display_name, row.op_name);
-  if (options.includeCosts) weave.costs = computeCosts(stored.usage);
+  if (options.includeCosts) weave.costs = computeCosts(stored.usage, options.priceOf, row.started_at);
   if (options.includeFeedback) weave.feedback = JSON.parse(row.feedback ?? '[]') as unknown;
   return JSON.stringify({ ...stored, weave });
 }

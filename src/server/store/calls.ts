@@ -31,6 +31,7 @@ import { cursorOf, pagedText, type PageShape } from '../paged-text.js';
 import { CALL_FEEDBACK_JSON_SQL } from './call-feedback.js';
 import { createReaderPool, type ReaderPool } from './readers.js';
 import { StatementCache } from './statement-cache.js';
+import { createTokenPriceStore } from './token-prices.js';
 
 /** One part of a call to write; rows come from `calls-rows.ts`, already checked. */
 export type CallPart = { readonly kind: 'start'; readonly row: StartRow } | { readonly kind: 'end'; readonly row: EndRow };
@@ -239,6 +240,9 @@ export function createCallsStore(db: SqliteDatabase, options: { readonly readers
   const queries = new StatementCache(db);
   // The server's shared pool, or one of its own (closed with the store) when used alone.
   const readers = options.readers ?? createReaderPool(db);
+  // Read on this (the writer's) connection as rows are written, also for answers streamed from a
+  // reader: a project's prices are few and change rarely.
+  const prices = createTokenPriceStore(db);
 
   const upsertWhole = db.prepare(UPSERT_WHOLE_SQL);
   const writeParts = db.transaction((parts: readonly CallPart[]) => {
@@ -258,13 +262,15 @@ export function createCallsStore(db: SqliteDatabase, options: { readonly readers
       const statement = options.includeTotalStorageSize ? readWithTotal : read;
       const row = statement.get(projectId, id) as CallRow | undefined;
       if (row === undefined) return null;
-      return callToJson(row, { ...options, includeFeedback: false, columns: null });
+      const priceOf = options.includeCosts ? prices.priceOf(projectId) : undefined;
+      return callToJson(row, { ...options, priceOf, includeFeedback: false, columns: null });
     },
 
     queryText(request, shape) {
       const { sql, params } = buildQuery(request);
       const options: CallJsonOptions = {
         includeCosts: request.includeCosts,
+        priceOf: request.includeCosts ? prices.priceOf(request.projectId) : undefined,
         includeStorageSize: request.includeStorageSize,
         includeTotalStorageSize: request.includeTotalStorageSize,
         includeFeedback: request.includeFeedback,

@@ -6,6 +6,7 @@
 import { CALLS_DDL } from './calls-ddl.js';
 import { CONTENT_DDL } from './content-ddl.js';
 import { TABLES_DDL } from './tables-ddl.js';
+import { TOKEN_PRICES_DDL } from './token-prices-ddl.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: call records.
@@ -14,4 +15,6 @@ export const MIGRATIONS: readonly string[] = [
   CONTENT_DDL,
   // 3: tables (datasets) and their rows.
   TABLES_DDL,
+  // 4: a project's token prices (cost/create).
+  TOKEN_PRICES_DDL,
 ];
