@@ -4,7 +4,8 @@
  *
  * Decisions where SPEC §2.7 is silent:
  * - Encodings: `application/x-protobuf` (also `application/protobuf`) and `application/json`
- *   (OTLP/JSON; snake_case names, enum names and base64 ids accepted besides the canonical forms);
+ *   (OTLP/JSON; snake_case names, enum names or numbers as text and base64 ids accepted besides the
+ *   canonical forms);
  *   `Content-Encoding` none, `identity` or `gzip` (`../content-encoding.ts`, as on every route).
  *   Other types or encodings: 415.
  * - The project: resource attributes `wandb.entity` + `wandb.project` (both non-empty text) win

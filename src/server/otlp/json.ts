@@ -50,6 +50,7 @@ const NON_FINITE_DOUBLES: Readonly<Record<string, number>> = {
 };
 const INTEGER_TEXT = /^-?\d{1,20}$/;
 const UNSIGNED_INTEGER_TEXT = /^\d{1,20}$/;
+const ENUM_NUMBER_TEXT = /^-?\d{1,10}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
@@ -184,7 +185,11 @@ function keyValues(list: unknown[], path: string, depth: number, budget: DecodeB
     const keyValue = objectAt(item, itemPath);
     const rawValue = field(keyValue, 'value', 'value');
     const value = rawValue === undefined ? null : anyValue(rawValue, `${itemPath}.value`, depth + 1, budget);
-    setOwn(attributes, stringAt(keyValue, 'key', 'key', itemPath), value);
+    const key = stringAt(keyValue, 'key', 'key', itemPath);
+    // A top-level attribute (depth 0) is unflattened and may be parsed as JSON text by the mapping;
+    // the body's own brace count misses JSON text written with `\u007b` escapes.
+    if (depth === 0) budget.chargeAttribute(key, value);
+    setOwn(attributes, key, value);
   });
   return attributes;
 }
@@ -268,12 +273,19 @@ function idAt(object: JsonObject, camel: string, snake: string, path: string, by
   return text.toLowerCase();
 }
 
-/** An enum: its number, or its name as protobuf JSON parsers also accept. Unknown names read as 0. */
+/**
+ * An enum: its number, or its name as protobuf JSON parsers also accept, or its number as decimal
+ * text as Python's `json_format` accepts (read as 0 before, a `"code": "2"` lost the span's
+ * error). Unknown names read as 0.
+ */
 function enumAt(object: JsonObject, camel: string, snake: string, names: Readonly<Record<string, number>>, path: string): number {
   const raw = field(object, camel, snake);
   if (raw === undefined) return 0;
   if (typeof raw === 'number' && Number.isInteger(raw)) return raw;
-  if (typeof raw === 'string') return Object.hasOwn(names, raw) ? names[raw]! : 0;
+  if (typeof raw === 'string') {
+    if (Object.hasOwn(names, raw)) return names[raw]!;
+    return ENUM_NUMBER_TEXT.test(raw) ? Number(raw) | 0 : 0; // an enum is an int32
+  }
   throw wrongType(`${path}.${camel}`, 'an enum number', raw);
 }
 

@@ -443,6 +443,8 @@ function decodeKeyValue(reader: Reader, end: number, target: OtlpAttributes, dep
       value = decodeAnyValue(reader, reader.lengthEnd(end), depth + 1, value);
     } else reader.skip(tag.wireType, end);
   });
+  // A top-level attribute (depth 0) is unflattened and may be parsed as JSON text by the mapping.
+  if (depth === 0) reader.budget.chargeAttribute(key, value);
   setOwn(target, key, value);
 }
 

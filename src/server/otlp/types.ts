@@ -3,6 +3,7 @@
  * shape of opentelemetry-proto's messages with values already in JavaScript form, and ids still
  * unchecked (`spans.ts` checks them per span, so one bad span does not sink the request).
  */
+import { MAX_JSON_CONTAINERS } from '../json-body-text.js';
 
 /** Attribute values by key, as `AnyValue`s decode (see {@link OtlpAttributes}). */
 export type OtlpAttributes = Record<string, unknown>;
@@ -114,7 +115,20 @@ export const DECODED_BYTES = {
   link: 800,
   keyValue: 400,
   arrayValue: 250,
+  /** A dot of an attribute key past {@link FREE_KEY_DOTS}: unflattening makes an object of each segment. */
+  keySegment: 120,
 } as const;
+
+/**
+ * Dots an attribute key may have before each further one is charged as a `keySegment`. Real keys
+ * have far fewer (OpenInference's deepest, `llm.input_messages.0.message.contents.0.message_content.image.image.url`,
+ * has 9), so their batches cost what they did; a hostile key of millions of dots, a few KB of
+ * gzip, would otherwise be unflattened into millions of nested objects (1.2 GB from 20 KB).
+ */
+export const FREE_KEY_DOTS = 16;
+
+const OPEN_BRACE = 0x7b; // '{'
+const OPEN_BRACKET = 0x5b; // '['
 
 /** An element of a request that {@link DecodeBudget} charges. */
 export type DecodedElement = keyof typeof DECODED_BYTES;
@@ -146,6 +160,7 @@ export class OtlpTooLargeError extends Error {
  */
 export class DecodeBudget {
   private bytes = 0;
+  private jsonContainers = 0;
 
   charge(element: DecodedElement): void {
     this.bytes += DECODED_BYTES[element];
@@ -153,8 +168,39 @@ export class DecodeBudget {
       throw new OtlpTooLargeError(
         `it would decode to more than ${MAX_DECODED_BYTES_PER_REQUEST / 1_000_000} MB, the limit per OTLP request ` +
           `(estimated at ${DECODED_BYTES.span} bytes per span, ${DECODED_BYTES.event} per event, ${DECODED_BYTES.link} per link, ` +
-          `${DECODED_BYTES.keyValue} per attribute, ${DECODED_BYTES.arrayValue} per array value); send fewer spans per request`,
+          `${DECODED_BYTES.keyValue} per attribute, ${DECODED_BYTES.arrayValue} per array value, ${DECODED_BYTES.keySegment} per ` +
+          `attribute key dot past the first ${FREE_KEY_DOTS}); send fewer spans per request`,
       );
     }
+  }
+
+  /**
+   * Charges one attribute of a span, event, link or resource (not a kvlist member: the mapping
+   * neither unflattens nor parses those) for what the shared mapping makes of it beyond its
+   * decoded value (SPEC §3): a dotted key is unflattened into one object per segment, and a string
+   * that starts with `{` or `[` is parsed as JSON. Neither is in the element charges above, so a
+   * few KB of gzip held one key of millions of dots, or one JSON text of millions of objects
+   * (26 KB of gzip took the server to 1.2 GB and 7 s), that the mapping then built. The JSON texts
+   * of one request may open at most MAX_JSON_CONTAINERS objects and lists, as one JSON body may
+   * (`../json-body-text.ts`): the same span sent as OTLP/JSON was already refused for its braces.
+   */
+  chargeAttribute(key: string, value: unknown): void {
+    if (key.length > FREE_KEY_DOTS) {
+      let dots = 0;
+      for (let at = key.indexOf('.'); at !== -1; at = key.indexOf('.', at + 1)) {
+        if (++dots > FREE_KEY_DOTS) this.charge('keySegment');
+      }
+    }
+    if (typeof value !== 'string' || value.length < 2) return;
+    const first = value.charCodeAt(0);
+    if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return;
+    let opened = this.jsonContainers;
+    for (let i = 0; i < value.length; i++) {
+      const code = value.charCodeAt(i);
+      if ((code === OPEN_BRACE || code === OPEN_BRACKET) && ++opened > MAX_JSON_CONTAINERS) {
+        throw new OtlpTooLargeError(`its JSON text attributes open more than ${MAX_JSON_CONTAINERS} objects and lists`);
+      }
+    }
+    this.jsonContainers = opened;
   }
 }

@@ -3,9 +3,9 @@
  *
  * The route lives in its own scope whose only body parser reads raw bytes: OTLP bodies are
  * protobuf or JSON, possibly gzipped, and must reach the decoders as bytes. Every other route
- * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read, the
- * decompressed size is bounded by the same limit, and what those bytes decode to by the decoders'
- * budget (`otlp/types.ts`).
+ * keeps the app's JSON-only parsing. Fastify's body limit still bounds the bytes read; the
+ * decompressed size is bounded by the same limit for OTLP/JSON and by PROTOBUF_INFLATION times it
+ * for protobuf; what those bytes decode to is bounded by the decoders' budget (`otlp/types.ts`).
  */
 import type { RouteModule, ServerContext } from '../context.js';
 import { BadRequestError, HttpError } from '../errors.js';
@@ -30,6 +30,16 @@ import { projectAuthorizer } from './project-authorizer.js';
 
 export const OTLP_TRACES_PATH = '/otel/v1/traces';
 
+/**
+ * How many times the body limit a gzipped protobuf body may inflate to. A collector sends its
+ * default batch (8192 spans) as one gzipped request and drops it when refused: with the few dozen
+ * attributes LLM instrumentations flatten messages into, that is about 40 MiB of protobuf (80
+ * short attributes: 39 MiB), past the 32 MiB default limit. The decoders' budget, not the byte
+ * count, bounds what such a body costs; JSON text stays at the limit, since it is parsed whole
+ * before any budget is charged.
+ */
+export const PROTOBUF_INFLATION = 4;
+
 export const otlpRoutes: RouteModule = (app, ctx) => {
   const store = createCallsStore(ctx.db, { readers: ctx.readers });
   const maxBodyBytes = app.initialConfig.bodyLimit ?? 1024 * 1024;
@@ -48,7 +58,8 @@ export const otlpRoutes: RouteModule = (app, ctx) => {
     scope.post(OTLP_TRACES_PATH, { preParsing }, async (request, reply) => {
       const format = formatOf(request.headers['content-type']);
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const bytes = await decodeContentEncoding(raw, request.headers['content-encoding'], maxBodyBytes);
+      const maxInflatedBytes = format === 'protobuf' ? PROTOBUF_INFLATION * maxBodyBytes : maxBodyBytes;
+      const bytes = await decodeContentEncoding(raw, request.headers['content-encoding'], maxInflatedBytes);
       const decoded = decode(format === 'protobuf' ? decodeTraceRequestProtobuf : decodeTraceRequestJson, bytes, format);
       const { parts, partialSuccess } = ingestTraceRequest(
         decoded,
