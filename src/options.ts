@@ -338,6 +338,11 @@ function resolveBaseUrl(option: unknown, env: Env): { baseUrl: string; parsed: U
   } else {
     text = DEFAULT_BASE_URL;
   }
+  // What the URL parser ignores (and requests never carry): spaces and controls around the URL,
+  // tabs and line breaks inside it, as a variable read from a file or secret often ends with.
+  // Kept, they would show in every message that names the URL, and hide a trailing slash from
+  // the trim below.
+  text = text.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '').replace(/[\t\n\r]/g, '');
   const from = source === undefined ? '' : ` (from ${source})`;
   const refuse = (expected: string, received: string): never => {
     throw new InvalidOptionError('baseUrl', expected, new ReceivedDescription(`${received}${from}`));

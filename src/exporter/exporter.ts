@@ -10,6 +10,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createBatcher, type Batcher, type DeliveryStats } from '../batcher/index.js';
 import { createTransport } from '../client/transport.js';
 import { InvalidOptionError } from '../errors.js';
+import { endOpenCalls } from '../trace/call-end.js';
 import { createLog, type Log } from '../log.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit, type ExitParticipant } from './exit-watch.js';
@@ -82,6 +83,8 @@ export class CallbridgeExporter implements SpanExporter {
   );
   #shutDown = false;
   #shutdownDone: Promise<void> | undefined;
+  /** Watches the end of the process again once spans came after shutdown (see `export()`). */
+  #lateDropsWatched = false;
   /** `delivered` when a flush last gave up on a service that was down (see `#flushWaitMs`). */
   #deliveredAtGiveUp: number | undefined;
 
@@ -145,6 +148,7 @@ export class CallbridgeExporter implements SpanExporter {
     try {
       this.#exported += spans.length;
       for (const span of spans) this.#batcher.add(span);
+      if (this.#shutDown) this.#watchLateDrops();
       result = this.#shutDown
         ? { code: ExportResultCode.FAILED, error: new Error('callbridge: the exporter was shut down') }
         : { code: ExportResultCode.SUCCESS };
@@ -192,9 +196,28 @@ export class CallbridgeExporter implements SpanExporter {
     return sameOutage ? 0 : this.#shutdownTimeoutMs;
   }
 
+  /**
+   * Spans given after shutdown are counted as `shutdown` drops, whose report waits for the next
+   * interval on an unref'd timer: a process that ends first (a stop handler's `await shutdown()`
+   * with requests still ending their spans, then `process.exit()`) would never say so, and the
+   * exit watch let go of this exporter when its shutdown was done. So the end of the process is
+   * watched again, only to report those drops.
+   */
+  #watchLateDrops(): void {
+    if (this.#lateDropsWatched) return;
+    this.#lateDropsWatched = true;
+    const report = (): void => this.#batcher.reportPendingDrops();
+    watchExit({ flushBeforeExit: report, reportLostAtExit: report });
+  }
+
   /** `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts). */
   #flushBeforeExit(): void {
-    if (this.#flushOnExit && !this.#shutDown) this.#exitFlush();
+    if (!this.#flushOnExit || this.#shutDown) return;
+    // As register()'s exit flush does: nothing is left to run, so a traced stream still unread
+    // never will be. Its call ends now (`unfinished`) and, behind a SimpleSpanProcessor (exported
+    // inside `span.end()`), goes with this flush instead of never ending, unseen.
+    endOpenCalls();
+    this.#exitFlush();
   }
 
   /**

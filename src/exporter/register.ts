@@ -16,7 +16,7 @@
  * the batcher where it sends, so it is not repeated per span here. `'simple'` and `'batch'` remain
  * available for users who want the SDK's processors.
  */
-import { context, propagation, trace as otelTrace, TraceFlags } from '@opentelemetry/api';
+import { context, createContextKey, propagation, ROOT_CONTEXT, trace as otelTrace, TraceFlags } from '@opentelemetry/api';
 import type { Context, ProxyTracerProvider } from '@opentelemetry/api';
 import {
   BatchSpanProcessor,
@@ -101,7 +101,8 @@ export function register(options: RegisterOptions = {}): Tracing {
   const processor = createProcessor(spanProcessor, exporter, log);
   const { shutdownTimeoutMs } = resolveDelivery(exporterOptions);
   const provider = new NodeTracerProvider({ spanProcessors: [processor] });
-  const ownsGlobal = global && registerGlobally(provider, log);
+  const installed = global ? registerGlobally(provider, log) : NOTHING_INSTALLED;
+  const ownsGlobal = installed.tracerProvider;
 
   // The processor (the provider's only one), then the exporter: BatchSpanProcessor's forceFlush
   // hands its buffer over but does not flush the exporter. Not `provider.forceFlush()`: the SDK
@@ -161,7 +162,10 @@ export function register(options: RegisterOptions = {}): Tracing {
     shuttingDown ??= (async () => {
       // Traced streams still open (unread, or read halfway) end now as `unfinished`, so that the
       // final flush carries their calls; a span ended after shutdown could only be counted.
-      endOpenCalls();
+      // Only while this provider is the global one: `trace()` makes its spans through the global
+      // provider, so otherwise the open calls are another tracing's (a `register()` that took the
+      // globals), still being read, and ending them would cut their output short.
+      if (currentGlobalProvider() === provider) endOpenCalls();
       try {
         await provider.shutdown();
       } catch (error) {
@@ -171,8 +175,10 @@ export function register(options: RegisterOptions = {}): Tracing {
       unwatchExit();
       if (ownsGlobal && currentGlobalProvider() === provider) {
         otelTrace.disable();
-        context.disable();
-        propagation.disable();
+        // Only what register() installed: a context manager or propagator the application had
+        // registered before it is the application's, and still in use after this shutdown.
+        if (installed.contextManager) context.disable();
+        if (installed.propagator) propagation.disable();
       }
     })();
     return shuttingDown;
@@ -306,12 +312,38 @@ class CountedProcessor implements CountingProcessor {
   }
 }
 
-/** Register `provider` as the global one; false (with a warning) when another already is. */
-function registerGlobally(provider: NodeTracerProvider, log: Log): boolean {
-  provider.register();
-  if (currentGlobalProvider() === provider) return true;
+/** Which of the OTel globals `register()` installed (and so removes at shutdown). */
+interface InstalledGlobals {
+  readonly tracerProvider: boolean;
+  readonly contextManager: boolean;
+  readonly propagator: boolean;
+}
+
+const NOTHING_INSTALLED: InstalledGlobals = { tracerProvider: false, contextManager: false, propagator: false };
+
+/**
+ * Register `provider` as the global one (false, with a warning, when another already is), with
+ * the SDK's context manager and propagators where the application has none of its own. One it
+ * registered itself is left to it (`null` skips it): the API would refuse ours anyway, with a
+ * `diag` error per global, and shutdown would then remove the application's.
+ */
+function registerGlobally(provider: NodeTracerProvider, log: Log): InstalledGlobals {
+  const hadContextManager = contextManagerRegistered();
+  const hadPropagator = propagation.fields().length > 0;
+  provider.register({
+    ...(hadContextManager ? { contextManager: null } : {}),
+    ...(hadPropagator ? { propagator: null } : {}),
+  });
+  const installed = { tracerProvider: true, contextManager: !hadContextManager, propagator: !hadPropagator };
+  if (currentGlobalProvider() === provider) return installed;
   log.warn('callbridge: another tracer provider is already registered globally; register() did not replace it');
-  return false;
+  return { ...installed, tracerProvider: false };
+}
+
+/** Whether a context manager is registered: the API's no-op one never makes a context active. */
+function contextManagerRegistered(): boolean {
+  const probe = createContextKey('callbridge: context manager probe');
+  return context.with(ROOT_CONTEXT.setValue(probe, true), () => context.active().getValue(probe) === true);
 }
 
 function currentGlobalProvider(): unknown {
