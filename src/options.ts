@@ -392,7 +392,11 @@ const MAX_QUOTED_URL_CHARS = 120;
 function resolveCredentials(options: ConnectionOptions, env: Env): { username: string; password: string } {
   const username = optionalText('username', options.username);
   const password = optionalText('password', options.password);
-  const apiKey = optionalText('apiKey', options.apiKey);
+  const apiKey = apiKeyText(optionalText('apiKey', options.apiKey));
+  if (apiKey === '') {
+    // Sent, it would be answered 401 far from here; and it would hide a key in the environment.
+    throw new InvalidOptionError('apiKey', 'a non-empty API key (leave it out to use CALLBRIDGE_API_KEY or WANDB_API_KEY)', options.apiKey);
+  }
   // An explicit option of either kind wins over anything in the environment.
   if (username !== undefined || password !== undefined) {
     return checkedPair(
@@ -406,7 +410,7 @@ function resolveCredentials(options: ConnectionOptions, env: Env): { username: s
   if (env.CALLBRIDGE_USERNAME || env.CALLBRIDGE_PASSWORD) {
     return checkedPair(env.CALLBRIDGE_USERNAME, 'CALLBRIDGE_USERNAME', env.CALLBRIDGE_PASSWORD, 'CALLBRIDGE_PASSWORD');
   }
-  const envApiKey = firstSet(env.CALLBRIDGE_API_KEY, env.WANDB_API_KEY);
+  const envApiKey = firstSet(apiKeyText(env.CALLBRIDGE_API_KEY), apiKeyText(env.WANDB_API_KEY));
   if (envApiKey !== undefined) return { username: 'api', password: envApiKey };
   return { username: '', password: '' };
 }
@@ -442,6 +446,14 @@ function checkedPair(
     );
   }
   return { username: username ?? '', password: password ?? '' };
+}
+
+/**
+ * An API key without the whitespace around it: keys hold none, and one read from a file or a
+ * secret often ends with a newline, which the service would answer with a 401.
+ */
+function apiKeyText(key: string | undefined): string | undefined {
+  return key?.trim();
 }
 
 /** An optional text option: its value, `undefined` when not given; anything but text refused. */
@@ -515,13 +527,23 @@ function resolveProjectId(option: unknown, env: Env): string {
   return fromEnv;
 }
 
-/** `logLevel`: the option, else `CALLBRIDGE_LOG_LEVEL` (any case), else `'warn'`. */
+/**
+ * OpenTelemetry's more detailed levels (`OTEL_LOG_LEVEL`), which users carry over to
+ * `CALLBRIDGE_LOG_LEVEL`: read as `info`, callbridge's most detailed, rather than refused.
+ */
+const DETAILED_LEVELS: ReadonlySet<string> = new Set(['debug', 'verbose', 'all']);
+
+/**
+ * `logLevel`: the option, else `CALLBRIDGE_LOG_LEVEL` (any case; `debug`, `verbose` and `all`
+ * read as `info`), else `'warn'`.
+ */
 export function resolveLogLevel(option: LogLevel | undefined, env: Env = process.env): LogLevel {
-  const fromEnv = env.CALLBRIDGE_LOG_LEVEL;
-  const value = option ?? (fromEnv === undefined || fromEnv === '' ? 'warn' : fromEnv.toLowerCase());
+  const fromEnv = env.CALLBRIDGE_LOG_LEVEL?.trim().toLowerCase();
+  const envLevel = fromEnv === undefined || fromEnv === '' ? 'warn' : DETAILED_LEVELS.has(fromEnv) ? 'info' : fromEnv;
+  const value = option ?? envLevel;
   if (!(LOG_LEVELS as readonly unknown[]).includes(value)) {
     const levels = LOG_LEVELS.map((level) => `'${level}'`).join(', ');
-    throw new InvalidOptionError('logLevel', `one of ${levels} (option or CALLBRIDGE_LOG_LEVEL)`, option ?? fromEnv);
+    throw new InvalidOptionError('logLevel', `one of ${levels} (option or CALLBRIDGE_LOG_LEVEL)`, option ?? env.CALLBRIDGE_LOG_LEVEL);
   }
   return value as LogLevel;
 }

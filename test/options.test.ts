@@ -44,6 +44,17 @@ describe('resolveConnection', () => {
     expect(resolveConnection({}, { WANDB_API_KEY: 'wb' })).toMatchObject({ username: 'api', password: 'wb' });
   });
 
+  it('takes an API key without the whitespace around it, and refuses an empty apiKey option', () => {
+    expect(resolveConnection({}, { WANDB_API_KEY: 'wb-key\n' })).toMatchObject({ username: 'api', password: 'wb-key' });
+    expect(resolveConnection({}, { CALLBRIDGE_API_KEY: ' cb-key\r\n' })).toMatchObject({ username: 'api', password: 'cb-key' });
+    expect(resolveConnection({ apiKey: 'from-file\n' }, {})).toMatchObject({ username: 'api', password: 'from-file' });
+    for (const apiKey of ['', '  \n']) {
+      expect(() => resolveConnection({ apiKey }, { WANDB_API_KEY: 'wb' })).toThrow(/`apiKey` to be a non-empty API key \(leave it out to use CALLBRIDGE_API_KEY or WANDB_API_KEY\)/);
+    }
+    // Passwords are sent as they are: spaces may be part of one.
+    expect(resolveConnection({ username: 'u', password: ' pw ' }, {})).toMatchObject({ password: ' pw ' });
+  });
+
   it('fills the half of a user/password pair that is not given from the environment', () => {
     const env = { CALLBRIDGE_USERNAME: 'env-user', CALLBRIDGE_PASSWORD: 'env-pw' };
     expect(resolveConnection({ username: 'dev' }, env)).toMatchObject({ username: 'dev', password: 'env-pw' });
@@ -203,6 +214,9 @@ describe('resolveDelivery', () => {
     expect(resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: '' }).logLevel).toBe('warn');
     expect(() => resolveDelivery({ logLevel: 'debug' as 'info' }, {})).toThrow(/`logLevel`.*'none', 'error', 'warn', 'info'.*got "debug"/);
     expect(() => resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: 'loud' })).toThrow(/CALLBRIDGE_LOG_LEVEL.*got "loud"/);
+    // OpenTelemetry's more detailed levels read as callbridge's most detailed.
+    for (const level of ['debug', 'DEBUG', 'verbose', 'all', ' info\n']) expect(resolveDelivery({}, { CALLBRIDGE_LOG_LEVEL: level }).logLevel).toBe('info');
+    expect(() => resolveDelivery({ logLevel: 'debug' as never }, {})).toThrow(InvalidOptionError);
     expect(() => resolveExporterOptions({ projectId: 'a/b' }, { CALLBRIDGE_LOG_LEVEL: 'warning' })).toThrow(InvalidOptionError);
   });
 
