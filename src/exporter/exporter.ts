@@ -4,6 +4,7 @@
  * macrotasks, started from `setImmediate` once a send slot is free and built in time slices, so
  * neither `span.end()` nor the span processor ever waits on mapping, JSON or the network.
  */
+import { trace as otelTrace } from '@opentelemetry/api';
 import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -18,6 +19,20 @@ import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
+
+/**
+ * The application's global tracer provider when it is an SDK one (it can flush its processors),
+ * else undefined (the API's no-op, or a provider without `forceFlush`). Never throws.
+ */
+function globalSdkProvider(): { forceFlush(): Promise<void> } | undefined {
+  try {
+    const global = otelTrace.getTracerProvider() as { getDelegate?: () => unknown };
+    const provider = (typeof global.getDelegate === 'function' ? global.getDelegate() : global) as { forceFlush?: unknown };
+    return typeof provider.forceFlush === 'function' ? (provider as { forceFlush(): Promise<void> }) : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
@@ -85,6 +100,8 @@ export class CallbridgeExporter implements SpanExporter {
   #shutdownDone: Promise<void> | undefined;
   /** Watches the end of the process again once spans came after shutdown (see `export()`). */
   #lateDropsWatched = false;
+  /** `#exported` when an exit flush last flushed the global provider (-1: never). */
+  #exportedAtProviderFlush = -1;
   /** `delivered` when a flush last gave up on a service that was down (see `#flushWaitMs`). */
   #deliveredAtGiveUp: number | undefined;
 
@@ -210,14 +227,33 @@ export class CallbridgeExporter implements SpanExporter {
     watchExit({ flushBeforeExit: report, reportLostAtExit: report });
   }
 
-  /** `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts). */
+  /**
+   * `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts),
+   * and what the application's global provider still buffers for it.
+   */
   #flushBeforeExit(): void {
     if (!this.#flushOnExit || this.#shutDown) return;
     // As register()'s exit flush does: nothing is left to run, so a traced stream still unread
     // never will be. Its call ends now (`unfinished`) and, behind a SimpleSpanProcessor (exported
     // inside `span.end()`), goes with this flush instead of never ending, unseen.
     endOpenCalls();
+    // What this exporter holds now: the flush's ref'd deadline keeps the process alive meanwhile.
     this.#exitFlush();
+    // A BatchSpanProcessor (NodeSDK's default) hands its buffer over only every 5 s on an
+    // unref'd timer, so a script that simply ends lost up to 5 s of spans, unseen. The global
+    // provider is flushed: spans it gives this exporter are flushed at once when no flush runs,
+    // else by the next `beforeExit`, which follows that flush. Flushed again only once spans came
+    // in between, so an idle process is not kept looping by it.
+    if (this.#exported === this.#exportedAtProviderFlush) return;
+    this.#exportedAtProviderFlush = this.#exported;
+    const provider = globalSdkProvider();
+    if (provider === undefined) return;
+    Promise.resolve()
+      .then(() => provider.forceFlush())
+      .then(
+        () => this.#exitFlush(),
+        () => this.#exitFlush(),
+      );
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * The end of the process for an exporter used without `register()` (src/exporter/exit-watch.ts):
  * a script that simply ends delivers what the exporter was given (behind `SimpleSpanProcessor`,
- * or `BatchSpanProcessor` after `provider.forceFlush()`), unless `flushOnExit` is false; a
+ * or `BatchSpanProcessor` after `provider.forceFlush()`, or of a global provider, which the exit
+ * flush flushes first), unless `flushOnExit` is false; a
  * `process.exit()` that leaves spans behind says how many are lost; a stop signal is the
  * application's to handle (README: "Stop signals"). Child scripts run the built package against the
  * real local server, on both delivery threads.
@@ -74,6 +75,12 @@ describe('an exporter of your own provider, when the script ends', () => {
 
     it(`delivers behind BatchSpanProcessor once the provider is flushed (${deliveryThread} thread)`, async () => {
       const result = await run({ project: `acme/exit-batch-${deliveryThread}`, deliveryThread, processor: 'batch', then: 'await provider.forceFlush();' });
+      expect(result).toMatchObject({ stored: 5, stats: { delivered: 5, queued: 0 }, stderr: '' });
+    });
+
+    it(`delivers what a global provider's BatchSpanProcessor still buffers, as with NodeSDK (${deliveryThread} thread)`, async () => {
+      // Registered globally and never flushed: the buffer would wait for its 5 s timer, unref'd.
+      const result = await run({ project: `acme/exit-global-batch-${deliveryThread}`, deliveryThread, processor: 'batch', then: 'provider.register();' });
       expect(result).toMatchObject({ stored: 5, stats: { delivered: 5, queued: 0 }, stderr: '' });
     });
   }
