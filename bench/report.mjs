@@ -81,6 +81,10 @@ export function renderTable(results) {
     const np = trace.noProvider?.summary;
     const traceRatio = med(wp, 'trace', 'nsPerCall') / med(wp, 'bare', 'nsPerCall');
     rows.push(`| trace(fn) ns/call, provider registered (processor discards) | bare startActiveSpan: ${cell(wp, 'bare', 'nsPerCall', 0)} | | ${cell(wp, 'trace', 'nsPerCall', 0)} | | ${ratio(med(wp, 'trace', 'nsPerCall'), med(wp, 'bare', 'nsPerCall'))} of bare | <= 1.5x | ${verdict(cb ? traceRatio <= 1.5 : undefined)} |`);
+    if (wp?.['bare-attrs'] !== undefined) {
+      const bare = med(wp, 'bare', 'nsPerCall');
+      rows.push(`| where it goes: bare span given trace()'s two attributes / trace() without capture | ${cell(wp, 'bare-attrs', 'nsPerCall', 0)} (${ratio(med(wp, 'bare-attrs', 'nsPerCall'), bare)} of bare) | | ${cell(wp, 'trace-nocapture', 'nsPerCall', 0)} (${ratio(med(wp, 'trace-nocapture', 'nsPerCall'), bare)} of bare) | | (context) | | |`);
+    }
     rows.push(`| trace(fn) ns/call, no provider (plain call: ${cell(np, 'plain', 'nsPerCall', 0)}) | bare startActiveSpan: ${cell(np, 'bare', 'nsPerCall', 0)} | | ${cell(np, 'trace', 'nsPerCall', 0)} | | | < 1000 ns | ${verdict(cb ? med(np, 'trace', 'nsPerCall') < 1000 : undefined)} |`);
   }
 

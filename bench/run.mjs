@@ -156,9 +156,11 @@ try {
   if (selected.has('trace')) {
     log(`trace(): ${CONFIG.traceCalls} calls x ${CONFIG.traceRounds} rounds`);
     const variants = ['plain', 'bare', ...(haveCallbridge ? ['trace'] : [])];
+    // Where trace()'s time goes, with a provider only (see scenarios/trace-overhead.mjs).
+    const contextVariants = ['bare-attrs', ...(haveCallbridge ? ['trace-nocapture'] : [])];
     const scenario = {};
     for (const provider of [true, false]) {
-      const runs = await repeat('traceOverhead', variants, { provider, calls: CONFIG.traceCalls, rounds: CONFIG.traceRounds }, CONFIG.reps);
+      const runs = await repeat('traceOverhead', provider ? [...variants, ...contextVariants] : variants, { provider, calls: CONFIG.traceCalls, rounds: CONFIG.traceRounds }, CONFIG.reps);
       scenario[provider ? 'withProvider' : 'noProvider'] = { runs, summary: summarizeRuns(runs) };
     }
     results.scenarios.trace = scenario;

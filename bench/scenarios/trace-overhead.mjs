@@ -6,7 +6,11 @@
  * `provider: false` leaves the global API a no-op. Variants, each in its own process:
  *   plain  the function itself (the loop's own cost),
  *   bare   tracer.startActiveSpan(name, span => { fn(...); span.end() }),
- *   trace  trace(fn) from the built package.
+ *   trace  trace(fn) from the built package;
+ * and, to tell where trace()'s time goes (context only, not part of the target):
+ *   bare-attrs       bare, with the two attributes trace() writes (inputs JSON text, output)
+ *                    built inline: what capturing costs on the SDK's span by itself,
+ *   trace-nocapture  trace(fn, { captureInputs: false, captureOutput: false }): the wrapper alone.
  * ns/call is the median over rounds after a warm-up; the loop accumulates results so the JIT
  * cannot drop the calls.
  */
@@ -38,9 +42,24 @@ async function makeCall(variant) {
         return result;
       });
   }
+  if (variant === 'bare-attrs') {
+    const tracer = otelTrace.getTracer('bench');
+    return (a, b) =>
+      tracer.startActiveSpan('add', (span) => {
+        span.setAttribute('inputs', `{"a":${a},"b":${b}}`);
+        const result = add(a, b);
+        span.setAttribute('output', result);
+        span.end();
+        return result;
+      });
+  }
   if (variant === 'trace') {
     const { trace } = await importCallbridge();
     return trace(add);
+  }
+  if (variant === 'trace-nocapture') {
+    const { trace } = await importCallbridge();
+    return trace(add, { captureInputs: false, captureOutput: false });
   }
   throw new Error(`unknown variant ${variant}`);
 }
