@@ -83,6 +83,25 @@ describe('OTLP ingest bounds what the mapping makes of one request', () => {
     expect(response.text).toMatch(/Request too large/);
   }, 60_000);
 
+  it('a resource attribute written into every span of it: 413 past the call text one request may store', async () => {
+    const projectId = 'acme/amplified-resource';
+    // 4 MB of resource text, decoded once, would be stored in each of 100 spans' otel_dump.
+    const resourceText = 'r'.repeat(4 * 1024 * 1024);
+    const spans = Array.from({ length: 100 }, (_, i) => ({ traceId: TRACE, spanId: (0xb00 + i).toString(16).padStart(16, '0'), name: 'op' }));
+    const body = JSON.stringify({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.notes', value: { stringValue: resourceText } }] }, scopeSpans: [{ spans }] }],
+    });
+    const response = await send(body, 'application/json', projectId);
+    expect(response.status, response.text.slice(0, 200)).toBe(413);
+    expect(response.text).toMatch(/would store more than 268435456 characters of call text/);
+    expect(await readCall(projectId, (0xb00).toString(16).padStart(16, '0'))).toBeNull();
+    // A few spans of it are taken.
+    const few = JSON.stringify({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.notes', value: { stringValue: resourceText } }] }, scopeSpans: [{ spans: spans.slice(0, 3) }] }],
+    });
+    expect((await send(few, 'application/json', projectId)).status).toBe(200);
+  }, 60_000);
+
   it('still takes real deep keys and JSON texts (OpenInference message keys, chat JSON)', async () => {
     const projectId = 'acme/amplified-4';
     const key = 'llm.input_messages.0.message.tool_calls.0.tool_call.function.arguments';

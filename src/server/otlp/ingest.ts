@@ -6,13 +6,22 @@
 import { toCallParts } from '../../mapping/index.js';
 import { BadRequestError, HttpError } from '../errors.js';
 import type { CallPart } from '../store/calls.js';
-import { toEndRow, toStartRow } from '../store/calls-rows.js';
+import { toEndRow, toStartRow, type EndRow, type StartRow } from '../store/calls-rows.js';
 import { PROJECT_HEADER, projectForResource } from './project.js';
 import { describeSpan, toResourceInput, toSpanInput } from './spans.js';
 import type { OtlpTraceRequest, PartialSuccess } from './types.js';
 
 /** Reasons listed in `error_message`; the count covers every rejected span (as the hosted service does). */
 const MAX_LISTED_REJECTIONS = 20;
+
+/**
+ * Characters of call text one request may write (every span's attributes, inputs, `otel_dump`,
+ * output, summary and exception). The decode budget counts what a body decodes to, but a resource
+ * is decoded once and written into the `otel_dump` of each of its spans: an 8 KB gzipped body of
+ * one 8 MB resource string over 100 spans wrote 1.7 GB (11 s, 1.6 GB RSS). A collector's default
+ * batch of LLM spans (8192 spans, 80 short attributes each) writes about 66 M.
+ */
+export const MAX_STORED_CHARS_PER_REQUEST = 256 * 1024 * 1024;
 
 export interface IngestResult {
   readonly parts: CallPart[];
@@ -50,6 +59,7 @@ export function ingestTraceRequest(
   });
 
   const parts: CallPart[] = [];
+  let storedChars = 0;
   const reasons: string[] = [];
   let rejectedSpans = 0;
   const reject = (reason: string): void => {
@@ -70,15 +80,25 @@ export function ingestTraceRequest(
         }
         const loc = ['body', 'resourceSpans', resourceIndex, 'scopeSpans', scopeIndex, 'spans', spanIndex];
         const { start, end } = toCallParts(converted.span, target.projectId);
+        let rows: [StartRow, EndRow];
         try {
-          const startRow = toStartRow(start, target.username, loc);
-          const endRow = toEndRow(end, target.username, loc);
-          parts.push({ kind: 'start', row: startRow }, { kind: 'end', row: endRow });
+          rows = [toStartRow(start, target.username, loc), toEndRow(end, target.username, loc)];
         } catch (error) {
           // The store's checks (a display name too long, a value nested too deep): this span only.
           if (!(error instanceof HttpError)) throw error;
           reject(`Rejected span (${describeSpan(span)}): ${error.reason}`);
+          return;
         }
+        // Checked as rows are made, so what a refused request holds stays near the bound.
+        storedChars += textChars(...rows);
+        if (storedChars > MAX_STORED_CHARS_PER_REQUEST) {
+          throw new HttpError(
+            413,
+            `Request too large: its spans would store more than ${MAX_STORED_CHARS_PER_REQUEST} characters of call text ` +
+              "(each span carries its resource's attributes); send fewer spans per request",
+          );
+        }
+        parts.push({ kind: 'start', row: rows[0] }, { kind: 'end', row: rows[1] });
       });
     });
   });
@@ -89,4 +109,11 @@ export function ingestTraceRequest(
     parts,
     partialSuccess: { rejectedSpans, errorMessage: rejectedSpans > reasons.length ? `${listed}; ...` : listed },
   };
+}
+
+/** The text a call's two rows store. */
+function textChars(start: StartRow, end: EndRow): number {
+  const [, , , , , , , , , , attributes, inputs, otelDump] = start;
+  const [, , , , output, summary, exception] = end;
+  return attributes.length + inputs.length + (otelDump?.length ?? 0) + (output?.length ?? 0) + summary.length + (exception?.length ?? 0);
 }
