@@ -73,7 +73,8 @@ export const listPriceOf: PriceOf = (model) => findPrice(model);
  * computeCosts({ 'gpt-4o': { prompt_tokens: 1000, completion_tokens: 10 } })['gpt-4o']?.prompt_tokens_total_cost; // 0.0025
  */
 export function computeCosts(usage: unknown, priceOf: PriceOf = listPriceOf, startedAt: string | null = null): Record<string, CallCost> {
-  const costs: Record<string, CallCost> = {};
+  // No prototype: a model named `__proto__` (a project may price one) is a key like any other.
+  const costs: Record<string, CallCost> = Object.create(null) as Record<string, CallCost>;
   if (!isRecord(usage)) return costs;
   for (const [model, counts] of Object.entries(usage)) {
     if (!isRecord(counts)) continue;

@@ -49,7 +49,11 @@ export interface CostCreateRes {
   readonly ids: Array<[string, string]>;
 }
 
-/** Body of `POST /cost/query`: a project's prices, with `fields`/`query`/`sort_by`/`limit`/`offset`. */
+/**
+ * Body of `POST /cost/query`: a project's prices, with `fields`/`query`/`sort_by`/`limit`/`offset`.
+ * As on the service, `fields` may name any price column (`pricing_level`, `created_by`, ...),
+ * while an answer carries the members of CostQueryOutput only.
+ */
 export const CostQueryReqSchema = Type.Object(
   {
     project_id: Type.String(),

@@ -187,10 +187,6 @@ describe('feedback store', () => {
       expect(feedback.purge(PROJECT, { $expr: { $or: [eq('b'), { $eq: [{ $literal: 'c' }, { $getField: 'id' }] }, eq('x')] } })).toBe(2);
       expect(count()).toBe(1);
       expect(ids(feedback.query({ project_id: 'acme/other' }))).toEqual(['x']);
-      create({ id: 'd' });
-      create({ id: 'e' });
-      expect(feedback.purge(PROJECT, { $expr: { $in: [{ $getField: 'id' }, [{ $literal: 'd' }, { $literal: 'e' }, { $literal: 'x' }]] } })).toBe(2);
-      expect(count()).toBe(1);
     });
 
     it('refuses purge queries of any other shape', () => {
@@ -202,10 +198,8 @@ describe('feedback store', () => {
         { $eq: [{ $getField: 'id' }] },
         { $eq: [{ $getField: 'id' }, { $literal: 'a' }], $or: [] },
         { $and: [{ $eq: [{ $getField: 'id' }, { $literal: 'a' }] }] },
-        { $in: [{ $getField: 'id' }, []] },
-        { $in: [{ $getField: 'creator' }, [{ $literal: 'a' }]] },
-        { $in: [{ $getField: 'id' }, [{ $literal: 1 }]] },
-        { $in: [{ $getField: 'id' }, { $literal: ['a'] }] },
+        // The service's feedback purge takes no "$in" (its token price purge does).
+        { $in: [{ $getField: 'id' }, [{ $literal: 'a' }]] },
         { $or: [{ $eq: [{ $getField: 'id' }, { $literal: 'a' }] }, { $not: [{ $eq: [{ $getField: 'id' }, { $literal: 'b' }] }] }] },
         null,
         'id',

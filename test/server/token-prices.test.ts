@@ -111,6 +111,9 @@ describe('cost/create, cost/query and cost/purge', () => {
       { $gt: [{ $getField: 'id' }, { $literal: '' }] },
       { $or: [] },
       { $in: [{ $getField: 'id' }, []] },
+      { $in: [{ $getField: 'llm_id' }, [{ $literal: 'm' }]] },
+      { $in: [{ $getField: 'id' }, [{ $literal: 1 }]] },
+      { $in: [{ $getField: 'id' }, { $literal: ['a'] }] },
     ]) {
       const res = await call('/cost/purge', { project_id: 'acme/keep', query: { $expr: expr } });
       expect(res.status, JSON.stringify(expr)).toBe(400);
@@ -170,6 +173,7 @@ describe('include_costs with a project\'s own prices', () => {
     'gpt-4o-mini': { prompt_tokens: 1000, completion_tokens: 100 },
     'my-model': { input_tokens: 10, output_tokens: 20 },
     'future-model': { prompt_tokens: 1, completion_tokens: 1 },
+    ['__proto__']: { prompt_tokens: 4, completion_tokens: 0 },
   };
   const completeCall = (projectId: string, id: string) => ({
     batch: [
@@ -196,6 +200,8 @@ describe('include_costs with a project\'s own prices', () => {
         'my-model': price(0.5, 0.25, { effective_date: '2026-01-01T00:00:00Z', provider_id: 'acme' }),
         // Nothing in effect at the start: the latest price there is.
         'future-model': price(3, 4, { effective_date: '2030-01-01T00:00:00Z' }),
+        // A model name that is also Object.prototype's accessor.
+        ['__proto__']: price(0.5, 0, { effective_date: '2020-01-01T00:00:00Z' }),
       },
     });
     expect(created.status).toBe(200);
@@ -231,6 +237,8 @@ describe('include_costs with a project\'s own prices', () => {
       effective_date: '2026-01-01T00:00:00.000000Z',
     });
     expect(costs['future-model']).toMatchObject({ prompt_token_cost: 3, effective_date: '2030-01-01T00:00:00.000000Z' });
+    expect(Object.hasOwn(costs, '__proto__')).toBe(true);
+    expect(costs['__proto__']).toMatchObject({ prompt_tokens: 4, prompt_tokens_total_cost: 2 });
   });
 
   it('gives calls queries the same costs, and other projects only the list prices', async () => {

@@ -1,19 +1,21 @@
 /**
  * The ids a purge query names. The service deletes feedback and token prices only by id, for
- * safety: `{"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]}` (operands in either order), an
- * `$or` of those, or `{"$in": [{"$getField": "id"}, [{"$literal": "<id>"}, ...]]}`. Any other shape
- * is a 400, so a purge never deletes by a general query.
+ * safety: `{"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]}` (operands in either order here),
+ * an `$or` of those, and for token prices also `{"$in": [{"$getField": "id"}, [{"$literal":
+ * "<id>"}, ...]]}` (its feedback purge refuses `$in`). Any other shape is a 400, so a purge never
+ * deletes by a general query.
  */
 import { BadRequestError } from '../errors.js';
 import { isRecord } from '../../wire/common.js';
 
 /**
- * The ids `expr` selects; throws BadRequestError with `shapeMessage` for any other shape.
+ * The ids `expr` selects; throws BadRequestError with `shapeMessage` for any other shape
+ * (`$in` included unless `idList`).
  *
  * @example
- * purgeIds({ $in: [{ $getField: 'id' }, [{ $literal: 'a' }, { $literal: 'b' }]] }, '...'); // ['a', 'b']
+ * purgeIds({ $in: [{ $getField: 'id' }, [{ $literal: 'a' }, { $literal: 'b' }]] }, '...', { idList: true }); // ['a', 'b']
  */
-export function purgeIds(expr: unknown, shapeMessage: string): string[] {
+export function purgeIds(expr: unknown, shapeMessage: string, { idList }: { readonly idList: boolean }): string[] {
   const refuse = (): never => {
     throw new BadRequestError(shapeMessage);
   };
@@ -22,7 +24,7 @@ export function purgeIds(expr: unknown, shapeMessage: string): string[] {
     if (expr.$or.length === 0) return refuse();
     return expr.$or.map((operation) => idOfEquality(operation) ?? refuse());
   }
-  if (Array.isArray(expr.$in)) {
+  if (idList && Array.isArray(expr.$in)) {
     const [needle, list, ...rest] = expr.$in as unknown[];
     if (rest.length > 0 || !isIdField(needle) || !Array.isArray(list) || list.length === 0) return refuse();
     return list.map((literal) => literalText(literal) ?? refuse());

@@ -42,12 +42,11 @@ export const MAX_FEEDBACK_ID_LENGTH = 128;
 export const MAX_BATCH_CHECK_MS = 1000;
 /** The reaction feedback type, whose payload is `{"emoji": <one emoji>}`. */
 export const REACTION_FEEDBACK_TYPE = 'wandb.reaction.1';
-const PURGE_SHAPE =
-  'Purge query must select feedback by id: {"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]}, an "$or" of those, or "$in" a list of ids';
 /** The note feedback type, whose payload holds `note`: text of 1 to {@link MAX_NOTE_CHARS} characters. */
 export const NOTE_FEEDBACK_TYPE = 'wandb.note.1';
 /** The hosted service's bounds on a note, in characters (code points, as Python counts them). */
 const MAX_NOTE_CHARS = 1024;
+const PURGE_SHAPE = 'Purge query must select feedback by id: {"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]} or an "$or" of those';
 
 /** What `$expr`, `sort_by` and `fields` may name. Column names only: never user text. */
 export const FEEDBACK_FIELDS: FieldTable = {
@@ -202,7 +201,7 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
     },
 
     purge(projectId, query) {
-      const ids = purgeIds(query.$expr, PURGE_SHAPE);
+      const ids = purgeIds(query.$expr, PURGE_SHAPE, { idList: false });
       return deleteByIds.run(projectId, JSON.stringify(ids)).changes;
     },
   };
