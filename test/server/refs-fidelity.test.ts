@@ -31,9 +31,37 @@ describe('refs/read_batch row fidelity', () => {
     expect(read.status).toBe(200);
     expect(read.text).toContain('12345678901234567891');
     expect(read.text).toMatch(/"score": ?1\.0/);
-    // A value inside the row is written from its parsed form (finding its text would scan the
-    // row once per ref): the documented limit.
-    const inside = await post(server.url, '/refs/read_batch', { refs: [`weave:///${PROJECT}/table/${digest}/id/${row}/key/score`] });
-    expect(inside.body).toEqual({ vals: [1] });
+    // Values inside the row keep their spelling too.
+    const inside = await post(server.url, '/refs/read_batch', {
+      refs: ['score', 'id', 'missing'].map((key) => `weave:///${PROJECT}/table/${digest}/id/${row}/key/${key}`),
+    });
+    expect(inside.text).toBe('{"vals":[1.0,12345678901234567891,null]}');
+  });
+
+  it('answers values deep inside rows with their stored text, through objects and lists, by key and index', async () => {
+    const rowText =
+      '{"a": {"b": [1.0, {"c": 2.50, "d\\u00e9": [true, null, 1e+20]}, 12345678901234567891]}, "s": "x\\"y", "__proto__": {"p": 3.0}}';
+    const created = await post(server.url, '/table/create', `{"table":{"project_id":"${PROJECT}","rows":[${rowText}]}}`);
+    expect(created.status, created.text).toBe(200);
+    const { digest, row_digests: [row] } = created.body as { digest: string; row_digests: string[] };
+    const base = `weave:///${PROJECT}/table/${digest}/id/${row}`;
+    const cases: Array<[string, string]> = [
+      ['/key/a/key/b/index/0', '1.0'],
+      ['/key/a/key/b/index/1/key/c', '2.5'],
+      ['/key/a/key/b/index/1/key/d%C3%A9', '[true, null, 1e+20]'],
+      ['/key/a/key/b/index/1/key/d%C3%A9/index/-1', '1e+20'],
+      ['/key/a/key/b/index/-1', '12345678901234567891'],
+      ['/attr/a/attr/b/index/2', '12345678901234567891'],
+      ['/key/a/key/b/index/3', 'null'],
+      ['/key/a/index/0', 'null'],
+      ['/key/a/key/b/key/0', 'null'],
+      ['/key/s', '"x\\"y"'],
+      ['/key/__proto__/key/p', '3.0'],
+    ];
+    const read = await post(server.url, '/refs/read_batch', { refs: cases.map(([path]) => base + path) });
+    expect(read.status, read.text).toBe(200);
+    expect(read.text).toBe(`{"vals":[${cases.map(([, text]) => text).join(',')}]}`);
+    // The same values as JSON: what a client parses.
+    expect((read.body as { vals: unknown[] }).vals[1]).toBe(2.5);
   });
 });

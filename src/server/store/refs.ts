@@ -26,6 +26,7 @@ import { quote } from '../quote.js';
 import { isRecord } from '../../wire/common.js';
 import { MAX_REFS_PER_READ } from '../../wire/tables.js';
 import type { TableStore } from './tables.js';
+import { RowText } from './row-text.js';
 import { versionRef } from './weave-refs.js';
 
 const REF_PREFIX = 'weave:///';
@@ -61,13 +62,11 @@ interface Walk {
   readonly projectId: string;
   val: unknown;
   /**
-   * `val`'s exact JSON text when it is a whole table row: rows are stored as the text their digest
-   * hashes, whose numbers a parse into JavaScript would change (`1.0`, integers past 2^53). A step
-   * into the row drops it: finding a value's text in the row's costs a scan of the row per ref
-   * and step (1000 refs into one 8 MB row: 11 s), so values inside rows are written from their
-   * parsed form.
+   * Where `val` is in a table row's stored text, while the walk is inside a row: the answer is
+   * then that exact text, whose numbers a parse into JavaScript would change (`1.0`, integers
+   * past 2^53). Values of objects are answered from their parsed form.
    */
-  text: string | undefined;
+  inRow: { readonly row: RowText; readonly start: number } | undefined;
   path: readonly string[];
   /** Index of the next edge name in `path`. */
   at: number;
@@ -110,7 +109,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
         }
       };
       const roots = new Map<string, { val: unknown } | null>();
-      const rows = new Map<string, { val: unknown; text: string }>();
+      const rows = new Map<string, { val: unknown; row: RowText }>();
       const storedRefs = new Map<string, ParsedRef | null>();
 
       for (let round = 0; walks.some((walk) => walk.pending !== null); round++) {
@@ -129,7 +128,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
           }
           // A deleted version reads as null, whatever the path.
           walk.val = root === null ? null : root.val;
-          walk.text = undefined;
+          walk.inRow = undefined;
           walk.path = root === null ? [] : path;
           walk.at = 0;
           walk.pending = null;
@@ -140,7 +139,8 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 
       let answer = '{"vals":[';
       walks.forEach((walk, index) => {
-        answer += (index === 0 ? '' : ',') + (walk.text ?? JSON.stringify(walk.val) ?? 'null');
+        const text = walk.inRow === undefined ? JSON.stringify(walk.val) : walk.inRow.row.valueAt(walk.inRow.start);
+        answer += (index === 0 ? '' : ',') + (text ?? 'null');
         if (answer.length > MAX_REFS_ANSWER_CHARS) {
           throw new HttpError(413, `The values of these refs exceed ${MAX_REFS_ANSWER_CHARS} characters: read fewer at a time`);
         }
@@ -153,7 +153,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 /** Read the table rows walks wait for: one query per table. */
 function readRows(
   walks: readonly Walk[],
-  cache: Map<string, { val: unknown; text: string }>,
+  cache: Map<string, { val: unknown; row: RowText }>,
   tables: TableStore,
   charge: (bytes: number) => void,
 ): void {
@@ -178,11 +178,11 @@ function readRows(
         const text = texts.get(rowDigest);
         if (text === undefined) throw new NotFoundError(`Row ${quote(rowDigest)} not found in table ${quote(tableDigest)}`);
         charge(text.length);
-        cache.set(key, { val: JSON.parse(text) as unknown, text });
+        cache.set(key, { val: JSON.parse(text) as unknown, row: new RowText(text) });
       }
-      const row = cache.get(key) as { val: unknown; text: string };
-      walk.val = row.val;
-      walk.text = row.text;
+      const { val, row } = cache.get(key) as { val: unknown; row: RowText };
+      walk.val = val;
+      walk.inRow = { row, start: 0 };
       // Past the `id/<row digest>` pair the row was read for.
       walk.at += 2;
       walk.pending = null;
@@ -192,12 +192,12 @@ function readRows(
 
 function startWalk(ref: ParsedRef): Walk {
   if (ref.kind === 'object') {
-    return { projectId: ref.projectId, val: null, text: undefined, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
+    return { projectId: ref.projectId, val: null, inRow: undefined, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
   }
   return {
     projectId: ref.projectId,
     val: null,
-    text: undefined,
+    inRow: undefined,
     path: ref.extra,
     at: 0,
     pending: { kind: 'row', tableDigest: ref.digest, rowDigest: ref.extra[1] as string },
@@ -221,7 +221,7 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
       if (inner !== null) {
         if (inner.projectId !== walk.projectId) {
           walk.val = null;
-          walk.text = undefined;
+          walk.inRow = undefined;
         } else if (inner.kind === 'object') {
           const left = walk.path.length - walk.at;
           if (inner.extra.length + left > MAX_REF_PATH_PARTS) {
@@ -237,10 +237,17 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
         }
       }
     }
-    walk.text = undefined;
+    walk.inRow = walk.inRow === undefined ? undefined : stepInRow(walk.inRow, edge, arg);
     walk.val = step(walk.val, edge, arg);
     walk.at += 2;
   }
+}
+
+/** The same edge as `step`, in a row's text: where the value it leads to starts, if it is there. */
+function stepInRow(inRow: { readonly row: RowText; readonly start: number }, edge: string, arg: string): typeof inRow | undefined {
+  const start =
+    edge === 'key' || edge === 'attr' ? inRow.row.member(inRow.start, arg) : edge === 'index' ? inRow.row.item(inRow.start, Number(arg)) : undefined;
+  return start === undefined ? undefined : { row: inRow.row, start };
 }
 
 /** One edge into a value; null where the value has no such member or item. */
