@@ -21,16 +21,24 @@ import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
 /**
- * The application's global tracer provider when it is an SDK one (it can flush its processors),
- * else undefined (the API's no-op, or a provider without `forceFlush`). Never throws.
+ * The span processors of the application's global provider that export to `exporter`: NodeSDK's
+ * `traceExporter` goes behind a BatchSpanProcessor it makes itself. Read from the SDK's internals
+ * (1.x and 2.x: provider `[_]activeSpanProcessor`, its `_spanProcessors`, each one's `_exporter`),
+ * so none are found when they change or the provider is not an SDK one. Never throws.
  */
-function globalSdkProvider(): { forceFlush(): Promise<void> } | undefined {
+function globalProcessorsExportingTo(exporter: SpanExporter): Array<{ forceFlush(): Promise<void> }> {
   try {
     const global = otelTrace.getTracerProvider() as { getDelegate?: () => unknown };
-    const provider = (typeof global.getDelegate === 'function' ? global.getDelegate() : global) as { forceFlush?: unknown };
-    return typeof provider.forceFlush === 'function' ? (provider as { forceFlush(): Promise<void> }) : undefined;
+    const provider = (typeof global.getDelegate === 'function' ? global.getDelegate() : global) as Record<string, unknown>;
+    const active = (provider._activeSpanProcessor ?? provider.activeSpanProcessor) as { _spanProcessors?: unknown } | undefined;
+    const processors: unknown[] = Array.isArray(active?._spanProcessors) ? active._spanProcessors : [];
+    return processors.filter(
+      (processor): processor is { forceFlush(): Promise<void> } =>
+        typeof processor === 'object' && processor !== null && (processor as { _exporter?: unknown })._exporter === exporter &&
+        typeof (processor as { forceFlush?: unknown }).forceFlush === 'function',
+    );
   } catch {
-    return undefined;
+    return [];
   }
 }
 
@@ -100,8 +108,8 @@ export class CallbridgeExporter implements SpanExporter {
   #shutdownDone: Promise<void> | undefined;
   /** Watches the end of the process again once spans came after shutdown (see `export()`). */
   #lateDropsWatched = false;
-  /** `#exported` when an exit flush last flushed the global provider (-1: never). */
-  #exportedAtProviderFlush = -1;
+  /** `#exported` when an exit flush last flushed the global provider's processors (-1: never). */
+  #exportedAtProcessorFlush = -1;
   /** `delivered` when a flush last gave up on a service that was down (see `#flushWaitMs`). */
   #deliveredAtGiveUp: number | undefined;
 
@@ -229,7 +237,7 @@ export class CallbridgeExporter implements SpanExporter {
 
   /**
    * `beforeExit`: deliver what was exported since the last exit flush began (see exit-watch.ts),
-   * and what the application's global provider still buffers for it.
+   * and what the processors of the application's global provider still buffer for it.
    */
   #flushBeforeExit(): void {
     if (!this.#flushOnExit || this.#shutDown) return;
@@ -241,19 +249,18 @@ export class CallbridgeExporter implements SpanExporter {
     this.#exitFlush();
     // A BatchSpanProcessor (NodeSDK's default) hands its buffer over only every 5 s on an
     // unref'd timer, so a script that simply ends lost up to 5 s of spans, unseen. The global
-    // provider is flushed: spans it gives this exporter are flushed at once when no flush runs,
-    // else by the next `beforeExit`, which follows that flush. Flushed again only once spans came
-    // in between, so an idle process is not kept looping by it.
-    if (this.#exported === this.#exportedAtProviderFlush) return;
-    this.#exportedAtProviderFlush = this.#exported;
-    const provider = globalSdkProvider();
-    if (provider === undefined) return;
-    Promise.resolve()
-      .then(() => provider.forceFlush())
-      .then(
-        () => this.#exitFlush(),
-        () => this.#exitFlush(),
-      );
+    // provider's processors that export here are flushed (not the provider: its other exporters
+    // are the application's): what they hand over is flushed at once when no flush runs, else by
+    // the next `beforeExit`, which follows that flush. Flushed again only once spans came in
+    // between, so an idle process is not kept looping by it.
+    if (this.#exported === this.#exportedAtProcessorFlush) return;
+    this.#exportedAtProcessorFlush = this.#exported;
+    const processors = globalProcessorsExportingTo(this);
+    if (processors.length === 0) return;
+    Promise.all(processors.map((processor) => Promise.resolve().then(() => processor.forceFlush()))).then(
+      () => this.#exitFlush(),
+      () => this.#exitFlush(),
+    );
   }
 
   /**

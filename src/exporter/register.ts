@@ -173,13 +173,12 @@ export function register(options: RegisterOptions = {}): Tracing {
       }
       // Watched until here: a process that exits during an unawaited shutdown is still told.
       unwatchExit();
-      if (ownsGlobal && currentGlobalProvider() === provider) {
-        otelTrace.disable();
-        // Only what register() installed: a context manager or propagator the application had
-        // registered before it is the application's, and still in use after this shutdown.
-        if (installed.contextManager) context.disable();
-        if (installed.propagator) propagation.disable();
-      }
+      if (ownsGlobal && currentGlobalProvider() === provider) otelTrace.disable();
+      // Only what register() installed (also when another provider kept the global slot): a
+      // context manager or propagator the application had registered before it is the
+      // application's, and still in use after this shutdown.
+      if (installed.contextManager) context.disable();
+      if (installed.propagator) propagation.disable();
     })();
     return shuttingDown;
   };

@@ -255,3 +255,42 @@ describe('the exit watch', () => {
     expect(() => new CallbridgeExporter({ projectId: 'acme/watch', flushOnExit: 'yes' as unknown as boolean })).toThrow(InvalidOptionError);
   });
 });
+
+describe("the exit flush of an exporter behind a global provider's BatchSpanProcessor", () => {
+  it("flushes only the processors that export to it, not the application's other exporters", async () => {
+    const project = 'acme/exit-global-others';
+    const source = `
+const { NodeTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-node');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw' });
+const other = { export(spans, done) { console.log('other exporter got ' + spans.length); done({ code: 0 }); }, shutdown: async () => {} };
+const provider = new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(other), new BatchSpanProcessor(exporter)] });
+provider.register();
+const tracer = provider.getTracer('exit-test');
+for (let i = 0; i < 5; i++) tracer.startSpan('step-' + i).end();
+process.on('exit', () => console.log(JSON.stringify(exporter.stats())));
+`;
+    const script = await runPackageScript(source, { SERVER_URL: server.url });
+    expect(script.code).toBe(0);
+    expect(script.stdout).not.toContain('other exporter got');
+    expect(JSON.parse(script.stdout.trim().split('\n').at(-1)!)).toMatchObject({ delivered: 5 });
+    expect(await readAllCalls(server.url, project, server)).toHaveLength(5);
+  });
+
+  it('flushes a global OpenTelemetry SDK 1.x provider too', async () => {
+    const project = 'acme/exit-global-v1';
+    const source = `
+const { BasicTracerProvider, BatchSpanProcessor } = await import('sdk-trace-base-v1');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw' });
+const provider = new BasicTracerProvider();
+provider.addSpanProcessor(new BatchSpanProcessor(exporter));
+provider.register();
+const tracer = provider.getTracer('exit-test');
+for (let i = 0; i < 3; i++) tracer.startSpan('step-' + i).end();
+`;
+    const script = await runPackageScript(source, { SERVER_URL: server.url });
+    expect(script).toMatchObject({ code: 0, stderr: '' });
+    expect(await readAllCalls(server.url, project, server)).toHaveLength(3);
+  });
+});

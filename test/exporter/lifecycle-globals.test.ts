@@ -6,6 +6,7 @@
 import { context, createContextKey, diag, DiagLogLevel, propagation, ROOT_CONTEXT, trace as otelTrace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { register } from '../../src/exporter/register.js';
 import { trace } from '../../src/trace/index.js';
@@ -56,6 +57,17 @@ describe('register() and globals it did not install', () => {
     expect(contextWorks()).toBe(false);
     expect(propagation.fields()).toEqual([]);
     expect((otelTrace.getTracerProvider() as unknown as { getDelegate(): unknown }).getDelegate()).not.toBe(tracing.provider);
+  });
+
+  it('removes the context manager and propagator it installed also when another provider kept the global slot', async () => {
+    const theirs = new NodeTracerProvider();
+    expect(otelTrace.setGlobalTracerProvider(theirs)).toBe(true);
+    const tracing = register({ projectId: 'acme/lifecycle-globals-beside', deliveryThread: 'main', flushOnExit: false, logLevel: 'none' });
+    expect(contextWorks()).toBe(true);
+    await tracing.shutdown();
+    expect(contextWorks()).toBe(false);
+    expect(propagation.fields()).toEqual([]);
+    expect((otelTrace.getTracerProvider() as unknown as { getDelegate(): unknown }).getDelegate()).toBe(theirs);
   });
 
   it('a register() after another one was shut down takes the globals: trace() calls reach the new one', async () => {
