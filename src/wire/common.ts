@@ -1,6 +1,6 @@
 /**
- * Pieces every wire module shares: the nullable field shapes, one `sort_by` schema (calls,
- * objects and feedback queries sort the same way), and the `isRecord` guard the server uses to
+ * Pieces every wire module shares: the nullable field shapes, `limit`/`offset` counts, the `query`
+ * field, one `sort_by` schema (calls, objects and feedback queries sort the same way), and the `isRecord` guard the server uses to
  * read JSON bodies it has not validated field by field.
  */
 import { Type, type Static } from 'typebox';
@@ -10,6 +10,13 @@ export const NullableString = Type.Union([Type.String(), Type.Null()]);
 
 /** A JSON object with any values (`Dict[str, Any]`). */
 export const JsonObject = Type.Record(Type.String(), Type.Unknown());
+
+/** A `limit` or `offset`: a count, or null for none. */
+export const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+
+/** A `query` body field: `{"$expr": Operation}`; its grammar is checked by the query compiler. */
+export const QuerySchema = Type.Object({ $expr: Type.Unknown() }, { additionalProperties: false });
+export type Query = Static<typeof QuerySchema>;
 
 export const SortDirectionSchema = Type.Union([Type.Literal('asc'), Type.Literal('desc')]);
 export type SortDirection = Static<typeof SortDirectionSchema>;

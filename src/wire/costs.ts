@@ -6,10 +6,7 @@
  * types and missing fields are a 422.
  */
 import { Type, type Static } from 'typebox';
-import { NullableString, SortByListSchema } from './common.js';
-import { QuerySchema } from './feedback.js';
-
-const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+import { NullableCount, NullableString, QuerySchema, SortByListSchema } from './common.js';
 
 /** Most models one `/cost/create` prices (each is one stored price). */
 export const MAX_COSTS_PER_CREATE = 1000;

@@ -6,13 +6,7 @@
  * wrong types, missing fields, bad sort directions and negative limits are a 422.
  */
 import { Type, type Static } from 'typebox';
-import { JsonObject, NullableString, SortByListSchema } from './common.js';
-
-const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-
-/** A `query` body field: `{"$expr": Operation}`; its grammar is checked by the query compiler. */
-export const QuerySchema = Type.Object({ $expr: Type.Unknown() }, { additionalProperties: false });
-export type Query = Static<typeof QuerySchema>;
+import { JsonObject, NullableCount, NullableString, QuerySchema, SortByListSchema } from './common.js';
 
 /** The members of a new feedback record: `/feedback/create` and the start of `/feedback/replace`. */
 const FEEDBACK_CREATE_PROPERTIES = {

@@ -8,12 +8,10 @@
  * its SDKs send a few keys more, such as `wb_user_id`. Wrong types and missing fields are a 422.
  */
 import { Type, type Static } from 'typebox';
-import { NullableString, SortByListSchema } from './common.js';
+import { NullableCount, NullableString, SortByListSchema } from './common.js';
 
 const NullableBoolean = Type.Union([Type.Boolean(), Type.Null()]);
 const NullableStringList = Type.Union([Type.Array(Type.String()), Type.Null()]);
-const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-
 /**
  * `object_id`: `[A-Za-z0-9_.-]+`, at most 128 characters. A schema rule, so a breach is a 422
  * with its `loc`, as the spec asks.

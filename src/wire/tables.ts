@@ -14,11 +14,9 @@
  * `{"append": ..., "pop": ...}` as an append and drop the pop without a word.
  */
 import { Type, type Static } from 'typebox';
-import { JsonObject, NullableString, SortByListSchema } from './common.js';
+import { JsonObject, NullableCount, NullableString, SortByListSchema } from './common.js';
 
 const NullableBoolean = Type.Union([Type.Boolean(), Type.Null()]);
-const NullableCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-
 /** A table digest: 64 lowercase hex characters (`hashlib.sha256(...).hexdigest()`). */
 export const TABLE_DIGEST_PATTERN = '^[0-9a-f]{64}$';
 /** A row digest: 43 characters of `[A-Za-z0-9]` (the service's object digest alphabet). */

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
-import { spanMessage } from './otlp-fixtures.js';
+import { spanMessage, varintBytes } from './otlp-fixtures.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 let server: TestServer;
@@ -19,16 +19,7 @@ afterAll(async () => {
   await server.close();
 });
 
-function varint(value: number): Buffer {
-  const bytes: number[] = [];
-  while (value >= 0x80) {
-    bytes.push((value % 0x80) | 0x80);
-    value = Math.floor(value / 0x80);
-  }
-  bytes.push(value);
-  return Buffer.from(bytes);
-}
-const len = (field: number, payload: Buffer): Buffer => Buffer.concat([varint((field << 3) | 2), varint(payload.length), payload]);
+const len = (field: number, payload: Buffer): Buffer => Buffer.concat([varintBytes((field << 3) | 2), varintBytes(payload.length), payload]);
 /** One request, one span `spanId` with one attribute `key` = string `value` (Buffers: the texts are large). */
 function requestWith(spanId: string, key: string, value: string): Buffer {
   const keyValue = Buffer.concat([len(1, Buffer.from(key)), len(2, len(1, Buffer.from(value)))]);

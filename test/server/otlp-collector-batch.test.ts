@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { basicAuth, post, startTestServer, type TestServer } from '../helpers/server.js';
-import { keyValue, lenField, spanMessage, stringValue } from './otlp-fixtures.js';
+import { keyValue, lenField, spanMessage, stringValue, varintBytes } from './otlp-fixtures.js';
 import { PROTOBUF_INFLATION } from '../../src/server/routes/otlp.js';
 
 let server: TestServer;
@@ -18,15 +18,6 @@ afterAll(async () => {
   await server.close();
 });
 
-function varint(value: number): Buffer {
-  const bytes: number[] = [];
-  while (value >= 0x80) {
-    bytes.push((value % 0x80) | 0x80);
-    value = Math.floor(value / 0x80);
-  }
-  bytes.push(value);
-  return Buffer.from(bytes);
-}
 
 it("takes a collector's default batch (8192 spans, 80 short attributes each) sent gzipped", async () => {
   const attributes = Array.from({ length: 80 }, (_, i) => keyValue(`gen_ai.prompt.${i}.content`, stringValue(`message number ${i} of this chat`)));
@@ -34,8 +25,8 @@ it("takes a collector's default batch (8192 spans, 80 short attributes each) sen
     Buffer.from(lenField(2, spanMessage({ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: (index + 1).toString(16).padStart(16, '0'), name: 'openai.chat', attributes }))),
   );
   const scopeSpans = Buffer.concat(spans);
-  const resourceSpans = Buffer.concat([Buffer.from([0x12]), varint(scopeSpans.length), scopeSpans]);
-  const body = Buffer.concat([Buffer.from([0x0a]), varint(resourceSpans.length), resourceSpans]);
+  const resourceSpans = Buffer.concat([Buffer.from([0x12]), varintBytes(scopeSpans.length), scopeSpans]);
+  const body = Buffer.concat([Buffer.from([0x0a]), varintBytes(resourceSpans.length), resourceSpans]);
   expect(body.length).toBeGreaterThan(32 * 1024 * 1024); // the uncompressed size is what the cap sees
   expect(body.length).toBeLessThan(PROTOBUF_INFLATION * 32 * 1024 * 1024);
   const response = await fetch(server.url + '/otel/v1/traces', {

@@ -89,6 +89,9 @@ export function varint(value: number | bigint): number[] {
   return bytes;
 }
 
+/** {@link varint} as bytes to concatenate, for bodies too large to build as number lists. */
+export const varintBytes = (value: number): Buffer => Buffer.from(varint(value));
+
 export const tag = (field: number, wireType: number): number[] => varint((field << 3) | wireType);
 
 /** A length-delimited field. */

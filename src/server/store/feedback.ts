@@ -7,10 +7,11 @@
  * a new record that breaks a rule loses the old one there).
  */
 import { isDeepStrictEqual } from 'node:util';
+import type { Query } from '../../wire/common.js';
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, HttpError } from '../errors.js';
 import type { FieldTable } from '../query/fields.js';
-import { compileFieldJsonRef, compileQuery, compileSortTerms } from '../query/index.js';
+import { compileFieldJsonRef } from '../query/index.js';
 import { quote } from '../quote.js';
 import { purgeIds } from '../query/purge-ids.js';
 import {
@@ -19,11 +20,10 @@ import {
   type FeedbackCreateReq,
   type FeedbackCreateRes,
   type FeedbackQueryReq,
-  type Query,
 } from '../../wire/feedback.js';
 import { uuidv7 } from '../ids.js';
 import { nowInstant } from '../timestamps.js';
-import { sqlCount, utf8Length } from './content-common.js';
+import { listQueryTail, utf8Length } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
 import { assertJsonDepth } from '../json-depth.js';
 import { checkFeedbackKind, type ReadObjectVersion } from './feedback-kinds.js';
@@ -169,25 +169,7 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
         });
         columns = selected.length > 0 ? selected.join(', ') : 'NULL AS none';
       }
-      const where = ['project_id = ?'];
-      params.push(request.project_id);
-      if (request.query !== undefined && request.query !== null) {
-        const compiled = compileQuery(request.query, FEEDBACK_FIELDS, ['body', 'query']);
-        where.push(`(${compiled.sql})`);
-        params.push(...compiled.params);
-      }
-      const order: string[] = [];
-      for (const sort of request.sort_by ?? []) {
-        // The hosted feedback query tests presence with JSON_EXISTS: a JSON null is a value.
-        for (const term of compileSortTerms(sort.field, sort.direction, FEEDBACK_FIELDS, 'present')) {
-          order.push(term.sql);
-          params.push(...term.params);
-        }
-      }
-      // Insertion order: the default, and the tie-breaker after any sort keys.
-      order.push('rowid ASC');
-      params.push(sqlCount(request.limit, -1), sqlCount(request.offset, 0));
-      const sql = `SELECT ${columns} FROM feedback WHERE ${where.join(' AND ')} ORDER BY ${order.join(', ')} LIMIT ? OFFSET ?`;
+      const sql = `SELECT ${columns} FROM feedback ${listQueryTail(request, FEEDBACK_FIELDS, params)}`;
       const rows = queries.get(sql).all(...params) as Array<Record<string, unknown>>;
       if (fields === null) return rows.map((row) => toRecord(row as FeedbackRow));
       return rows.map((row) => {

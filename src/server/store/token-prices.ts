@@ -18,7 +18,6 @@ import { quote } from '../quote.js';
 import { nowInstant, parseTimestamp } from '../timestamps.js';
 import { findPrice, type Price, type PriceOf } from '../costs.js';
 import type { FieldTable } from '../query/fields.js';
-import { compileQuery, compileSortTerms } from '../query/index.js';
 import { purgeIds } from '../query/purge-ids.js';
 import {
   COST_QUERY_OUTPUT_FIELDS,
@@ -28,8 +27,8 @@ import {
   type CostQueryReq,
   type CostCreateRes,
 } from '../../wire/costs.js';
-import type { Query } from '../../wire/feedback.js';
-import { sqlCount } from './content-common.js';
+import type { Query } from '../../wire/common.js';
+import { listQueryTail } from './content-common.js';
 import type { SqliteDatabase } from './sqlite.js';
 import { StatementCache } from './statement-cache.js';
 
@@ -138,23 +137,8 @@ export function createTokenPriceStore(db: SqliteDatabase): TokenPriceStore {
       for (const field of wanted ?? []) {
         if (!Object.hasOwn(TOKEN_PRICE_FIELDS, field)) throw new BadRequestError(`Unknown field ${quote(field)} in fields`);
       }
-      const where = ['project_id = ?'];
-      const params: unknown[] = [request.project_id];
-      if (request.query !== undefined && request.query !== null) {
-        const compiled = compileQuery(request.query, TOKEN_PRICE_FIELDS, ['body', 'query']);
-        where.push(`(${compiled.sql})`);
-        params.push(...compiled.params);
-      }
-      const order: string[] = [];
-      for (const sort of request.sort_by ?? []) {
-        for (const term of compileSortTerms(sort.field, sort.direction, TOKEN_PRICE_FIELDS, 'present')) {
-          order.push(term.sql);
-          params.push(...term.params);
-        }
-      }
-      order.push('rowid ASC');
-      params.push(sqlCount(request.limit, -1), sqlCount(request.offset, 0));
-      const sql = `SELECT * FROM token_prices WHERE ${where.join(' AND ')} ORDER BY ${order.join(', ')} LIMIT ? OFFSET ?`;
+      const params: unknown[] = [];
+      const sql = `SELECT * FROM token_prices ${listQueryTail(request, TOKEN_PRICE_FIELDS, params)}`;
       const rows = queries.get(sql).all(...params) as PriceRow[];
       return rows.map((row) => {
         const output: Record<string, unknown> = {};
