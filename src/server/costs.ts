@@ -66,8 +66,8 @@ export const listPriceOf: PriceOf = (model) => findPrice(model);
 /**
  * `summary.weave.costs` for a call's `summary.usage`: one entry per usage key that `priceOf`
  * prices. Token counts accept both vocabularies (`prompt_tokens`/`input_tokens`,
- * `completion_tokens`/`output_tokens`); `requests` defaults to 1 (a usage entry is one request
- * unless the SDK counted more).
+ * `completion_tokens`/`output_tokens`; summed when a usage has both, as on the service);
+ * `requests` defaults to 1 (a usage entry is one request unless the SDK counted more).
  *
  * @example
  * computeCosts({ 'gpt-4o': { prompt_tokens: 1000, completion_tokens: 10 } })['gpt-4o']?.prompt_tokens_total_cost; // 0.0025
@@ -80,8 +80,9 @@ export function computeCosts(usage: unknown, priceOf: PriceOf = listPriceOf, sta
     if (!isRecord(counts)) continue;
     const price = priceOf(model, startedAt);
     if (price === undefined) continue;
-    const promptTokens = count(counts.prompt_tokens) ?? count(counts.input_tokens) ?? 0;
-    const completionTokens = count(counts.completion_tokens) ?? count(counts.output_tokens) ?? 0;
+    // Both vocabularies, added up where both are present, as the service does.
+    const promptTokens = (count(counts.prompt_tokens) ?? 0) + (count(counts.input_tokens) ?? 0);
+    const completionTokens = (count(counts.completion_tokens) ?? 0) + (count(counts.output_tokens) ?? 0);
     costs[model] = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,

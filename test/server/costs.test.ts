@@ -46,6 +46,11 @@ describe('computeCosts', () => {
     });
   });
 
+  it('adds the two vocabularies up where a usage has both, as the service does', () => {
+    const costs = computeCosts({ 'gpt-4.1': { prompt_tokens: 10, input_tokens: 5, completion_tokens: 1, output_tokens: 2 } });
+    expect(costs['gpt-4.1']).toMatchObject({ prompt_tokens: 15, completion_tokens: 3, total_tokens: 18 });
+  });
+
   it('ignores unknown models, non-object entries and non-numeric counts', () => {
     expect(computeCosts(undefined)).toEqual({});
     expect(computeCosts([1, 2])).toEqual({});
