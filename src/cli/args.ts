@@ -22,6 +22,7 @@ Options:
 
 Environment:
   CALLBRIDGE_USERS="name:password[:entities];name2:password2"   users, added to --user
+  CALLBRIDGE_SQLITE_DRIVER=better-sqlite3|node:sqlite              the SQLite driver (default: better-sqlite3 before Node 24)
 
 At least one user is required (there is no built-in default password).
 `;
