@@ -29,6 +29,7 @@ export type {
 // Wire types (type-only: the schemas themselves stay on the server's side).
 export type { StartedCall, EndedCall, UpsertItem, CompletedCall, Call, CallWithColumns } from './wire/calls.js';
 export type { Feedback } from './wire/feedback.js';
+export type { Thread } from './wire/threads.js';
 export type { ObjSchema } from './wire/objects.js';
 
 // Options and errors.

@@ -36,6 +36,7 @@ import type {
   CallWithColumns,
 } from '../wire/calls.js';
 import type { CostCreateReq, CostCreateRes, CostPurgeReq, CostQueryReq, CostQueryRes } from '../wire/costs.js';
+import type { Thread, ThreadsQueryReq } from '../wire/threads.js';
 import type {
   FeedbackCreateBatchReq,
   FeedbackCreateBatchRes,
@@ -200,6 +201,11 @@ export interface CallbridgeClient {
    * object or a path the value does not have); throws `NotFoundError` when an object is absent.
    */
   refsReadBatch(req: RefsReadBatchReq, options?: RequestOptions): Promise<RefsReadBatchRes>;
+  /**
+   * `POST /threads/stream_query`: a project's threads (calls grouped by `thread_id`), each summed
+   * up over its turns, read as they stream in.
+   */
+  threadsStreamQuery(req: ThreadsQueryReq, options?: RequestOptions): AsyncGenerator<Thread, void, undefined>;
   /** `POST /feedback/create`. */
   feedbackCreate(req: FeedbackCreateReq, options?: RequestOptions): Promise<FeedbackCreateRes>;
   /**
@@ -275,11 +281,19 @@ class TypedClient implements CallbridgeClient {
     return this.#postJson('/call/read', req, options);
   }
 
-  async *callsStreamQuery<const C extends readonly string[] | null | undefined = undefined>(
+  callsStreamQuery<const C extends readonly string[] | null | undefined = undefined>(
     req: CallsQueryInput<C>,
     options?: RequestOptions,
   ): AsyncGenerator<CallWithColumns<C>, void, undefined> {
-    const path = '/calls/stream_query';
+    return this.#streamObjects<CallWithColumns<C>>('/calls/stream_query', req, options, 'call');
+  }
+
+  threadsStreamQuery(req: ThreadsQueryReq, options?: RequestOptions): AsyncGenerator<Thread, void, undefined> {
+    return this.#streamObjects<Thread>('/threads/stream_query', req, options, 'thread');
+  }
+
+  /** The JSON objects a JSON-lines answer streams, read as they arrive. */
+  async *#streamObjects<T>(path: string, req: unknown, options: RequestOptions | undefined, what: string): AsyncGenerator<T, void, undefined> {
     const url = this.#url(path);
     const result = await this.#transport.exchange(this.#jsonRequest(path, req, options), (body) => body);
     if (result.kind !== 'ok') throw errorFromOutcome(result, url);
@@ -300,9 +314,9 @@ class TypedClient implements CallbridgeClient {
         if (next.done === true) return;
         const value = next.value;
         if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-          throw new UnexpectedResponseError({ url, status: result.status, reason: 'a line of the stream is not a call object' });
+          throw new UnexpectedResponseError({ url, status: result.status, reason: `a line of the stream is not a ${what} object` });
         }
-        yield value as CallWithColumns<C>;
+        yield value as T;
       }
     } finally {
       // A consumer that stops early leaves the rest unread: release the connection.

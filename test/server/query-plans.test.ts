@@ -14,6 +14,7 @@ import { toEndRow, toStartRow } from '../../src/server/store/calls-rows.js';
 import { openDatabase, optimizeDatabase } from '../../src/server/store/db.js';
 import { createFeedbackStore } from '../../src/server/store/feedback.js';
 import { createObjectStore } from '../../src/server/store/objects.js';
+import { createThreadStore } from '../../src/server/store/threads.js';
 import { registerSqlFunctions } from '../../src/server/query/sql-functions.js';
 
 const PROJECT = 'acme/plans';
@@ -194,6 +195,15 @@ describe('a call\'s feedback', () => {
 });
 
 describe('point reads and the delete step', () => {
+  it('threads/stream_query reads the turns of a project from the partial calls_by_thread_turn index', () => {
+    const threads = createThreadStore(traced);
+    const [sql] = statementsOf(() => threads.query({ project_id: PROJECT }));
+    const details = plan(sql as string).join('\n');
+    expect(details).toMatch(/USING INDEX calls_by_thread_turn \(project_id=\?/);
+    // In thread order already: no sort of the project's turns first.
+    expect(details).not.toMatch(/TEMP B-TREE/);
+  });
+
   it('call/read looks one call up by calls_by_id', () => {
     const store = createCallsStore(traced);
     const [read] = statementsOf(() => {

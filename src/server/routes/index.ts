@@ -8,6 +8,7 @@ import { objectsRoutes } from './objects.js';
 import { otlpRoutes } from './otlp.js';
 import { refsRoutes } from './refs.js';
 import { tablesRoutes } from './tables.js';
+import { threadsRoutes } from './threads.js';
 
 export const ROUTE_MODULES: readonly RouteModule[] = [
   callsRoutes,
@@ -18,4 +19,5 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   otlpRoutes,
   tablesRoutes,
   refsRoutes,
+  threadsRoutes,
 ];

@@ -49,3 +49,12 @@ CREATE INDEX calls_by_trace ON calls (project_id, trace_id);
 CREATE INDEX calls_by_start ON calls (project_id, started_at);
 CREATE INDEX calls_by_parent ON calls (project_id, parent_id);
 `;
+
+/**
+ * Migration 5: the turns of each thread, for `threads/stream_query`. Partial: only turn calls
+ * (a call whose `turn_id` is its own id, in a thread) are in it, so writing other calls costs
+ * nothing more.
+ */
+export const THREADS_DDL = `
+CREATE INDEX calls_by_thread_turn ON calls (project_id, thread_id) WHERE thread_id IS NOT NULL AND id = turn_id;
+`;

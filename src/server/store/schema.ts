@@ -3,7 +3,7 @@
  * version N-1 to N, inside one transaction. Never edit a released migration; append a new one.
  * Each table group keeps its DDL beside the store that owns it.
  */
-import { CALLS_DDL } from './calls-ddl.js';
+import { CALLS_DDL, THREADS_DDL } from './calls-ddl.js';
 import { CONTENT_DDL } from './content-ddl.js';
 import { TABLES_DDL } from './tables-ddl.js';
 import { TOKEN_PRICES_DDL } from './token-prices-ddl.js';
@@ -17,4 +17,6 @@ export const MIGRATIONS: readonly string[] = [
   TABLES_DDL,
   // 4: a project's token prices (cost/create).
   TOKEN_PRICES_DDL,
+  // 5: the turns of each thread (threads/stream_query).
+  THREADS_DDL,
 ];
