@@ -84,13 +84,18 @@ describe('OTLP ingest bounds what the mapping makes of one request', () => {
     });
     const response = await send(body, 'application/json', projectId);
     expect(response.status, response.text.slice(0, 200)).toBe(413);
-    expect(response.text).toMatch(/would store more than 268435456 characters of call text/);
+    expect(response.text).toMatch(/would store more than 268435456 bytes of call text/);
     expect(await readCall(projectId, (0xb00).toString(16).padStart(16, '0'))).toBeNull();
     // A few spans of it are taken.
     const few = JSON.stringify({
       resourceSpans: [{ resource: { attributes: [{ key: 'service.notes', value: { stringValue: resourceText } }] }, scopeSpans: [{ spans: spans.slice(0, 3) }] }],
     });
     expect((await send(few, 'application/json', projectId)).status).toBe(200);
+    // Counted in bytes: 1.5 Mi characters of CJK (4.5 MiB of UTF-8) over 60 spans pass 256 MiB.
+    const cjk = JSON.stringify({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.notes', value: { stringValue: '中'.repeat(1.5 * 1024 * 1024) } }] }, scopeSpans: [{ spans: spans.slice(0, 60) }] }],
+    });
+    expect((await send(cjk, 'application/json', 'acme/amplified-cjk')).status).toBe(413);
   }, 60_000);
 
   it('still takes real deep keys and JSON texts (OpenInference message keys, chat JSON)', async () => {

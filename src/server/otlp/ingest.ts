@@ -15,13 +15,14 @@ import type { OtlpTraceRequest, PartialSuccess } from './types.js';
 const MAX_LISTED_REJECTIONS = 20;
 
 /**
- * Characters of call text one request may write (every span's attributes, inputs, `otel_dump`,
- * output, summary and exception). The decode budget counts what a body decodes to, but a resource
- * is decoded once and written into the `otel_dump` of each of its spans: an 8 KB gzipped body of
- * one 8 MB resource string over 100 spans wrote 1.7 GB (11 s, 1.6 GB RSS). A collector's default
- * batch of LLM spans (8192 spans, 80 short attributes each) writes about 66 M.
+ * Bytes (UTF-8) of call text one request may write (every span's attributes, inputs,
+ * `otel_dump`, output, summary and exception). The decode budget counts what a body decodes to,
+ * but a resource is decoded once and written into the `otel_dump` of each of its spans: an 8 KB
+ * gzipped body of one 8 MB resource string over 100 spans wrote 1.7 GB (11 s, 1.6 GB RSS). A
+ * collector's default batch of LLM spans (8192 spans, 80 short attributes each) writes about
+ * 66 MB; a batch of 8192 spans each carrying a resource of more than ~30 KB is refused whole.
  */
-export const MAX_STORED_CHARS_PER_REQUEST = 256 * 1024 * 1024;
+export const MAX_STORED_BYTES_PER_REQUEST = 256 * 1024 * 1024;
 
 export interface IngestResult {
   readonly parts: CallPart[];
@@ -59,7 +60,7 @@ export function ingestTraceRequest(
   });
 
   const parts: CallPart[] = [];
-  let storedChars = 0;
+  let storedBytes = 0;
   const reasons: string[] = [];
   let rejectedSpans = 0;
   const reject = (reason: string): void => {
@@ -90,11 +91,11 @@ export function ingestTraceRequest(
           return;
         }
         // Checked as rows are made, so what a refused request holds stays near the bound.
-        storedChars += textChars(...rows);
-        if (storedChars > MAX_STORED_CHARS_PER_REQUEST) {
+        storedBytes += storedBytesOf(...rows);
+        if (storedBytes > MAX_STORED_BYTES_PER_REQUEST) {
           throw new HttpError(
             413,
-            `Request too large: its spans would store more than ${MAX_STORED_CHARS_PER_REQUEST} characters of call text ` +
+            `Request too large: its spans would store more than ${MAX_STORED_BYTES_PER_REQUEST} bytes of call text ` +
               "(each span carries its resource's attributes); send fewer spans per request",
           );
         }
@@ -111,9 +112,9 @@ export function ingestTraceRequest(
   };
 }
 
-/** The text a call's two rows store. */
-function textChars(start: StartRow, end: EndRow): number {
-  const [, , , , , , , , , , attributes, inputs, otelDump] = start;
-  const [, , , , output, summary, exception] = end;
-  return attributes.length + inputs.length + (otelDump?.length ?? 0) + (output?.length ?? 0) + summary.length + (exception?.length ?? 0);
+/** The UTF-8 bytes of text a call's two rows store (their sizes, measured already, and the rest). */
+function storedBytesOf(start: StartRow, end: EndRow): number {
+  const [, , , , , , , , , , , , otelDump, , , , startBytes] = start;
+  const [, , , , , , exception, , endBytes] = end;
+  return startBytes + endBytes + (otelDump === null ? 0 : Buffer.byteLength(otelDump)) + (exception === null ? 0 : Buffer.byteLength(exception));
 }
