@@ -138,7 +138,7 @@ export function skipWhitespace(source: string, at: number): number {
 }
 
 /** The index past the string token starting at `at` (its opening quote). */
-function endOfString(source: string, at: number): number {
+export function endOfString(source: string, at: number): number {
   let index = at + 1;
   for (;;) {
     const code = source.charCodeAt(index);

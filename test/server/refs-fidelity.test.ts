@@ -64,4 +64,18 @@ describe('refs/read_batch row fidelity', () => {
     // The same values as JSON: what a client parses.
     expect((read.body as { vals: unknown[] }).vals[1]).toBe(2.5);
   });
+
+  it('walks a deeply nested row on its text, through strings holding brackets and quotes', async () => {
+    const depth = 200;
+    const tricky = '"x\\"]}[{ \\\\"';
+    const rowText = `{"a": ${'['.repeat(depth)}${tricky}, 1.0${']'.repeat(depth)}, "z": [2.0]}`;
+    const created = await post(server.url, '/table/create', `{"table":{"project_id":"${PROJECT}","rows":[${rowText}]}}`);
+    expect(created.status, created.text).toBe(200);
+    const { digest, row_digests: [row] } = created.body as { digest: string; row_digests: string[] };
+    const base = `weave:///${PROJECT}/table/${digest}/id/${row}/key/a${'/index/0'.repeat(depth - 1)}`;
+    const read = await post(server.url, '/refs/read_batch', { refs: [`${base}/index/0`, `${base}/index/1`, `${base}/index/2`, `weave:///${PROJECT}/table/${digest}/id/${row}/key/z/index/0`] });
+    expect(read.status, read.text).toBe(200);
+    expect((read.body as { vals: unknown[] }).vals).toEqual(['x"]}[{ \\', 1, null, 2]);
+    expect(read.text).toContain(',1.0,null,2.0]}');
+  });
 });

@@ -18,7 +18,8 @@
  * a ref met inside a value the rest of the path is still walked (the service drops it).
  *
  * Refs are resolved in rounds, so that each round reads the objects and table rows every ref
- * needs at once; parsed values are cached for the request and bounded by MAX_REFS_LOADED_BYTES.
+ * needs at once; objects (parsed) and rows (as text, row-text.ts) are cached for the request and
+ * bounded by MAX_REFS_LOADED_BYTES.
  */
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, HttpError, NotFoundError } from '../errors.js';
@@ -62,9 +63,9 @@ interface Walk {
   readonly projectId: string;
   val: unknown;
   /**
-   * Where `val` is in a table row's stored text, while the walk is inside a row: the answer is
-   * then that exact text, whose numbers a parse into JavaScript would change (`1.0`, integers
-   * past 2^53). Values of objects are answered from their parsed form.
+   * Where the walk's value is in a table row's stored text, while the walk is inside a row (`val`
+   * is then not read): the answer is that exact text, whose numbers a parse into JavaScript would
+   * change (`1.0`, integers past 2^53). Values of objects are answered from their parsed form.
    */
   inRow: { readonly row: RowText; readonly start: number } | undefined;
   path: readonly string[];
@@ -109,7 +110,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
         }
       };
       const roots = new Map<string, { val: unknown } | null>();
-      const rows = new Map<string, { val: unknown; row: RowText }>();
+      const rows = new Map<string, RowText>();
       const storedRefs = new Map<string, ParsedRef | null>();
 
       for (let round = 0; walks.some((walk) => walk.pending !== null); round++) {
@@ -153,7 +154,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 /** Read the table rows walks wait for: one query per table. */
 function readRows(
   walks: readonly Walk[],
-  cache: Map<string, { val: unknown; row: RowText }>,
+  cache: Map<string, RowText>,
   tables: TableStore,
   charge: (bytes: number) => void,
 ): void {
@@ -178,11 +179,12 @@ function readRows(
         const text = texts.get(rowDigest);
         if (text === undefined) throw new NotFoundError(`Row ${quote(rowDigest)} not found in table ${quote(tableDigest)}`);
         charge(text.length);
-        cache.set(key, { val: JSON.parse(text) as unknown, row: new RowText(text) });
+        cache.set(key, new RowText(text));
       }
-      const { val, row } = cache.get(key) as { val: unknown; row: RowText };
-      walk.val = val;
-      walk.inRow = { row, start: 0 };
+      const row = cache.get(key) as RowText;
+      // Walked on its text alone (`val` is not read while `inRow` is set).
+      walk.val = undefined;
+      walk.inRow = { row, start: row.start };
       // Past the `id/<row digest>` pair the row was read for.
       walk.at += 2;
       walk.pending = null;
@@ -212,11 +214,12 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
   while (walk.at < walk.path.length) {
     const edge = walk.path[walk.at] as string;
     const arg = walk.path[walk.at + 1] as string;
-    if (typeof walk.val === 'string' && walk.val.startsWith(REF_PREFIX)) {
-      let inner = storedRefs.get(walk.val);
+    const current = walk.inRow === undefined ? walk.val : walk.inRow.row.refAt(walk.inRow.start);
+    if (typeof current === 'string' && current.startsWith(REF_PREFIX)) {
+      let inner = storedRefs.get(current);
       if (inner === undefined) {
-        inner = parseStoredRef(walk.val);
-        storedRefs.set(walk.val, inner);
+        inner = parseStoredRef(current);
+        storedRefs.set(current, inner);
       }
       if (inner !== null) {
         if (inner.projectId !== walk.projectId) {
@@ -237,8 +240,13 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
         }
       }
     }
-    walk.inRow = walk.inRow === undefined ? undefined : stepInRow(walk.inRow, edge, arg);
-    walk.val = step(walk.val, edge, arg);
+    if (walk.inRow === undefined) {
+      walk.val = step(walk.val, edge, arg);
+    } else {
+      walk.inRow = stepInRow(walk.inRow, edge, arg);
+      // Off the row's text: what is not there reads as null.
+      if (walk.inRow === undefined) walk.val = null;
+    }
     walk.at += 2;
   }
 }
