@@ -43,6 +43,16 @@ function globalProcessorsExportingTo(exporter: SpanExporter): Array<{ forceFlush
 }
 
 /**
+ * Whether a processor still buffers spans: a BatchSpanProcessor's `_finishedSpans` (1.x and 2.x).
+ * One whose buffer cannot be read is flushed when `unknownDue` (spans reached the exporter since
+ * the last such flush).
+ */
+function holdsSpans(processor: object, unknownDue: boolean): boolean {
+  const buffer = (processor as { _finishedSpans?: unknown })._finishedSpans;
+  return Array.isArray(buffer) ? buffer.length > 0 : unknownDue;
+}
+
+/**
  * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
  * provider (exit-watch.ts): `flush()` (which ends by flushing `exporter`),
  * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
@@ -108,7 +118,7 @@ export class CallbridgeExporter implements SpanExporter {
   #shutdownDone: Promise<void> | undefined;
   /** Watches the end of the process again once spans came after shutdown (see `export()`). */
   #lateDropsWatched = false;
-  /** `#exported` when an exit flush last flushed the global provider's processors (-1: never). */
+  /** `#exported` at the last exit flush (-1: none): when a processor's buffer cannot be read, it is flushed again only after more spans came. */
   #exportedAtProcessorFlush = -1;
   /** `delivered` when a flush last gave up on a service that was down (see `#flushWaitMs`). */
   #deliveredAtGiveUp: number | undefined;
@@ -250,12 +260,12 @@ export class CallbridgeExporter implements SpanExporter {
     // A BatchSpanProcessor (NodeSDK's default) hands its buffer over only every 5 s on an
     // unref'd timer, so a script that simply ends lost up to 5 s of spans, unseen. The global
     // provider's processors that export here are flushed (not the provider: its other exporters
-    // are the application's): what they hand over is flushed at once when no flush runs, else by
-    // the next `beforeExit`, which follows that flush. Flushed again only once spans came in
-    // between, so an idle process is not kept looping by it.
-    if (this.#exported === this.#exportedAtProcessorFlush) return;
+    // are the application's) when they hold spans: what they hand over is flushed at once when
+    // no flush runs, else by the next `beforeExit`, which follows that flush. An empty buffer
+    // flushes nothing, so an idle process is not kept looping by it.
+    const unknownBufferDue = this.#exported !== this.#exportedAtProcessorFlush;
     this.#exportedAtProcessorFlush = this.#exported;
-    const processors = globalProcessorsExportingTo(this);
+    const processors = globalProcessorsExportingTo(this).filter((processor) => holdsSpans(processor, unknownBufferDue));
     if (processors.length === 0) return;
     Promise.all(processors.map((processor) => Promise.resolve().then(() => processor.forceFlush()))).then(
       () => this.#exitFlush(),

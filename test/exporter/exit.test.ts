@@ -277,6 +277,27 @@ process.on('exit', () => console.log(JSON.stringify(exporter.stats())));
     expect(await readAllCalls(server.url, project, server)).toHaveLength(5);
   });
 
+  it("delivers a span the application's own beforeExit work ends after the first exit flush", async () => {
+    const project = 'acme/exit-global-late';
+    const source = `
+const { NodeTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-node');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw' });
+const provider = new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
+provider.register();
+const tracer = provider.getTracer('exit-test');
+let cleanedUp = false;
+process.on('beforeExit', () => {
+  if (cleanedUp) return;
+  cleanedUp = true;
+  setTimeout(() => tracer.startSpan('cleanup').end(), 10);
+});
+`;
+    const script = await runPackageScript(source, { SERVER_URL: server.url });
+    expect(script).toMatchObject({ code: 0, stderr: '' });
+    expect((await readAllCalls(server.url, project, server)).map((call) => call.op_name)).toEqual(['cleanup']);
+  });
+
   it('flushes a global OpenTelemetry SDK 1.x provider too', async () => {
     const project = 'acme/exit-global-v1';
     const source = `
