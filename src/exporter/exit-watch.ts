@@ -7,7 +7,8 @@
  *   spans since its last exit flush flushes them, bounded by `shutdownTimeoutMs`. Without it the
  *   spans waiting for `flushIntervalMs` were neither delivered nor counted: the batcher's timers
  *   are unref'd so that they never keep a running app alive. The flush's requests keep the process
- *   alive; when they end `beforeExit` fires again, finds nothing new and the process exits.
+ *   alive; when they end `beforeExit` fires again, finds nothing new and the process exits (at
+ *   most MAX_EXIT_FLUSH_ROUNDS rounds flush).
  * - `exit` (also after `process.exit()` or an uncaught exception, where nothing can be sent any
  *   more): an exporter that still holds spans says how many are lost, so that none is lost
  *   silently (SPEC §4.1).
@@ -28,12 +29,24 @@ export interface ExitParticipant {
 const participants = new Set<ExitParticipant>();
 let listening = false;
 
+/**
+ * `beforeExit` rounds in which exit flushes run, per process. A flush keeps the process alive
+ * until it ends, and `beforeExit` then fires again: an application whose own `beforeExit` work
+ * makes a span every time would never exit (without callbridge it exits after one round, that
+ * span unsent). Past this, what is still held is said to be lost at `exit`.
+ */
+export const MAX_EXIT_FLUSH_ROUNDS = 5;
+let exitFlushRounds = 0;
+
 /** Watch `participant` until the returned function is called (once its shutdown is done). */
 export function watchExit(participant: ExitParticipant): () => void {
   participants.add(participant);
   if (!listening) {
     listening = true;
-    process.on('beforeExit', () => forEachParticipant((watched) => watched.flushBeforeExit()));
+    process.on('beforeExit', () => {
+      if (++exitFlushRounds > MAX_EXIT_FLUSH_ROUNDS) return;
+      forEachParticipant((watched) => watched.flushBeforeExit());
+    });
     process.on('exit', () => forEachParticipant((watched) => watched.reportLostAtExit()));
   }
   return () => {

@@ -11,6 +11,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CallbridgeExporter } from '../../src/exporter/index.js';
+import { MAX_EXIT_FLUSH_ROUNDS } from '../../src/exporter/exit-watch.js';
 import { InvalidOptionError } from '../../src/errors.js';
 import { killSpawned, listeningUrl } from '../helpers/node-process.js';
 import { runPackageScript, startPackageScript } from '../helpers/package-script.js';
@@ -296,6 +297,29 @@ process.on('beforeExit', () => {
     const script = await runPackageScript(source, { SERVER_URL: server.url });
     expect(script).toMatchObject({ code: 0, stderr: '' });
     expect((await readAllCalls(server.url, project, server)).map((call) => call.op_name)).toEqual(['cleanup']);
+  });
+
+  it("lets the process exit when the application's own beforeExit work makes a span every time", async () => {
+    const project = 'acme/exit-global-every-round';
+    const source = `
+const { NodeTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-node');
+const { CallbridgeExporter } = await import(process.env.CALLBRIDGE_ENTRY);
+let rounds = 0;
+let tracer;
+// No guard: without an exit flush the process exits after one round, the span unsent.
+process.on('beforeExit', () => tracer.startSpan('round-' + ++rounds).end());
+const exporter = new CallbridgeExporter({ baseUrl: process.env.SERVER_URL, projectId: '${project}', username: 'dev', password: 'pw' });
+const provider = new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
+provider.register();
+tracer = provider.getTracer('exit-test');
+process.on('exit', () => console.log(rounds));
+`;
+    const script = await runPackageScript(source, { SERVER_URL: server.url });
+    expect(script.code).toBe(0);
+    const rounds = Number(script.stdout.trim());
+    expect(rounds).toBeGreaterThan(1);
+    expect(rounds).toBeLessThanOrEqual(MAX_EXIT_FLUSH_ROUNDS + 1);
+    expect((await readAllCalls(server.url, project, server)).length).toBeGreaterThanOrEqual(rounds - 1);
   });
 
   it('flushes a global OpenTelemetry SDK 1.x provider too', async () => {
