@@ -197,11 +197,19 @@ describe('a call\'s feedback', () => {
 describe('point reads and the delete step', () => {
   it('threads/stream_query reads the turns of a project from the partial calls_by_thread_turn index', () => {
     const threads = createThreadStore(traced);
-    const [sql] = statementsOf(() => threads.query({ project_id: PROJECT }));
-    const details = plan(sql as string).join('\n');
-    expect(details).toMatch(/USING INDEX calls_by_thread_turn \(project_id=\?/);
-    // In thread order already: no sort of the project's turns first.
-    expect(details).not.toMatch(/TEMP B-TREE/);
+    for (const request of [
+      { project_id: PROJECT },
+      { project_id: PROJECT, filter: { after_datetime: '2026-01-01T00:00:00Z' } },
+      { project_id: PROJECT, sort_by: [{ field: 'p50_turn_duration_ms', direction: 'desc' as const }] },
+    ]) {
+      const [sql] = statementsOf(() => threads.query(request));
+      const details = plan(sql as string).join('\n');
+      expect(details, JSON.stringify(request)).toMatch(/USING INDEX calls_by_thread_turn \(project_id=\?/);
+      // Grouped in thread order already: the turns are never sorted first (the threads may be).
+      expect(details, JSON.stringify(request)).not.toMatch(/TEMP B-TREE FOR GROUP BY/);
+    }
+    const byThreads = statementsOf(() => threads.query({ project_id: PROJECT, filter: { thread_ids: ['t1', 't2'] } }));
+    expect(plan(byThreads[0] as string).join('\n')).toMatch(/USING INDEX calls_by_thread_turn \(project_id=\? AND thread_id=\?\)/);
   });
 
   it('call/read looks one call up by calls_by_id', () => {

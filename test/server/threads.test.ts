@@ -91,7 +91,11 @@ describe('threads/stream_query', () => {
     expect((await query({ filter: { after_datetime: '2026-01-01T09:30:00Z' } })).lines.map((t) => t.thread_id)).toEqual(['a']);
     const before = await query({ filter: { before_datetime: '2026-01-01T10:00:30+00:00' } });
     expect(before.lines).toEqual([{ ...THREAD_A, turn_count: 1, last_updated: '2026-01-01T10:00:01.500000Z', last_turn_id: ID.t1, p50_turn_duration_ms: 1500, p99_turn_duration_ms: 1500 }, THREAD_B]);
-    expect((await query({ filter: { thread_ids: [] } })).lines).toEqual([]);
+    // As on the service: an empty list filters nothing, and an empty thread id is read when named.
+    expect((await query({ filter: { thread_ids: [] } })).lines).toEqual([THREAD_A, THREAD_B]);
+    expect((await query({ filter: { thread_ids: [''] } })).lines.map((t) => [t.thread_id, t.turn_count])).toEqual([['', 1]]);
+    // A sort by a percentile sums every thread up first; ties fall to thread_id.
+    expect((await query({ sort_by: [{ field: 'p99_turn_duration_ms', direction: 'asc' }], limit: 1 })).lines).toEqual([THREAD_A]);
   });
 
   it('answers 400, 403 and 422 for bad input', async () => {
