@@ -4,7 +4,6 @@
  * macrotasks, started from `setImmediate` once a send slot is free and built in time slices, so
  * neither `span.end()` nor the span processor ever waits on mapping, JSON or the network.
  */
-import { trace as otelTrace } from '@opentelemetry/api';
 import type { ExportResult } from '@opentelemetry/core';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -15,42 +14,11 @@ import { endOpenCalls } from '../trace/call-end.js';
 import { createLog, type Log } from '../log.js';
 import { resolveExporterOptions, type ExporterOptions, type ResolvedExporterOptions } from '../options.js';
 import { flushWhenNew, watchExit, type ExitParticipant } from './exit-watch.js';
+import { globalProcessorsHoldingSpansFor } from './global-processors.js';
 import { createSpanCodec } from './span-codec.js';
 import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
-
-/**
- * The span processors of the application's global provider that export to `exporter`: NodeSDK's
- * `traceExporter` goes behind a BatchSpanProcessor it makes itself. Read from the SDK's internals
- * (1.x and 2.x: provider `[_]activeSpanProcessor`, its `_spanProcessors`, each one's `_exporter`),
- * so none are found when they change or the provider is not an SDK one. Never throws.
- */
-function globalProcessorsExportingTo(exporter: SpanExporter): Array<{ forceFlush(): Promise<void> }> {
-  try {
-    const global = otelTrace.getTracerProvider() as { getDelegate?: () => unknown };
-    const provider = (typeof global.getDelegate === 'function' ? global.getDelegate() : global) as Record<string, unknown>;
-    const active = (provider._activeSpanProcessor ?? provider.activeSpanProcessor) as { _spanProcessors?: unknown } | undefined;
-    const processors: unknown[] = Array.isArray(active?._spanProcessors) ? active._spanProcessors : [];
-    return processors.filter(
-      (processor): processor is { forceFlush(): Promise<void> } =>
-        typeof processor === 'object' && processor !== null && (processor as { _exporter?: unknown })._exporter === exporter &&
-        typeof (processor as { forceFlush?: unknown }).forceFlush === 'function',
-    );
-  } catch {
-    return [];
-  }
-}
-
-/**
- * Whether a processor still buffers spans: a BatchSpanProcessor's `_finishedSpans` (1.x and 2.x).
- * One whose buffer cannot be read is flushed when `unknownDue` (spans reached the exporter since
- * the last such flush).
- */
-function holdsSpans(processor: object, unknownDue: boolean): boolean {
-  const buffer = (processor as { _finishedSpans?: unknown })._finishedSpans;
-  return Array.isArray(buffer) ? buffer.length > 0 : unknownDue;
-}
 
 /**
  * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
@@ -265,7 +233,7 @@ export class CallbridgeExporter implements SpanExporter {
     // flushes nothing, so an idle process is not kept looping by it.
     const unknownBufferDue = this.#exported !== this.#exportedAtProcessorFlush;
     this.#exportedAtProcessorFlush = this.#exported;
-    const processors = globalProcessorsExportingTo(this).filter((processor) => holdsSpans(processor, unknownBufferDue));
+    const processors = globalProcessorsHoldingSpansFor(this, unknownBufferDue);
     if (processors.length === 0) return;
     Promise.all(processors.map((processor) => Promise.resolve().then(() => processor.forceFlush()))).then(
       () => this.#exitFlush(),

@@ -182,19 +182,11 @@ export function endOfValue(source: string, at: number): number {
  * `JSON.parse` keeps. Undefined when the value at `at` is not an object or has no such member.
  */
 export function memberStart(source: string, at: number, key: string): number | undefined {
-  return memberStarts(source, at)?.get(key);
-}
-
-/**
- * Where the value of each member of the object at `at` starts, by key (a repeated key: its last
- * occurrence, the one `JSON.parse` keeps); undefined when the value at `at` is not an object.
- */
-export function memberStarts(source: string, at: number): Map<string, number> | undefined {
   let index = skipWhitespace(source, at);
   if (source[index] !== '{') return undefined;
-  const starts = new Map<string, number>();
+  let found: number | undefined;
   index = skipWhitespace(source, index + 1);
-  if (source[index] === '}') return starts;
+  if (source[index] === '}') return undefined;
   for (;;) {
     index = skipWhitespace(source, index);
     const keyEnd = endOfString(source, index);
@@ -202,9 +194,9 @@ export function memberStarts(source: string, at: number): Map<string, number> | 
     const name = token.includes('\\') ? (JSON.parse(token) as string) : token.slice(1, -1);
     index = skipWhitespace(source, keyEnd) + 1; // past ':'
     const valueStart = skipWhitespace(source, index);
-    starts.set(name, valueStart);
+    if (name === key) found = valueStart;
     index = skipWhitespace(source, endOfValue(source, valueStart));
-    if (source[index] !== ',') return starts;
+    if (source[index] !== ',') return found;
     index += 1;
   }
 }
