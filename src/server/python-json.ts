@@ -149,6 +149,13 @@ export function endOfString(source: string, at: number): number {
   }
 }
 
+/** The index past the number or literal (`true`, `null`...) starting at `at`: the next delimiter. */
+export function endOfLiteral(source: string, at: number): number {
+  let index = at;
+  while (index < source.length && !',}] \t\n\r'.includes(source[index] as string)) index += 1;
+  return index;
+}
+
 /**
  * The index past the JSON value starting at `at` (after whitespace). Containers are skipped by
  * counting brackets outside strings, without recursion, so no nesting overflows the stack.
@@ -169,8 +176,7 @@ export function endOfValue(source: string, at: number): number {
     } else if (open > 0) {
       index += 1;
     } else {
-      // A number or literal: up to the next delimiter.
-      while (index < source.length && !',}] \t\n\r'.includes(source[index] as string)) index += 1;
+      index = endOfLiteral(source, index);
     }
     if (Number.isNaN(code)) throw new SyntaxError('Unexpected end of JSON');
   } while (open > 0);

@@ -11,14 +11,8 @@
  * and a scan per ref and step 11 s for 1000 refs into one 8 MB row).
  */
 import { canonicalJson } from '../../wire/digest.js';
-import { endOfString, skipWhitespace } from '../python-json.js';
-
-const QUOTE = 0x22;
-const COMMA = 0x2c;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
+import { endOfLiteral, endOfString, skipWhitespace } from '../python-json.js';
+import { CLOSE_BRACE, CLOSE_BRACKET, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../verbatim-json.js';
 
 /** What a ref string met in a row starts with, as the row's text spells it (`json.dumps` escapes no `/`). */
 const REF_TEXT_PREFIX = '"weave:///';
@@ -142,9 +136,7 @@ export class RowText {
     const code = text.charCodeAt(start);
     if (code === OPEN_BRACE || code === OPEN_BRACKET) return this.#containerEnd(start);
     if (code === QUOTE) return endOfString(text, start);
-    let at = start;
-    while (at < text.length && !',}] \t\n\r'.includes(text[at] as string)) at += 1;
-    return at;
+    return endOfLiteral(text, start);
   }
 
   #containerEnd(start: number): number {
