@@ -64,10 +64,10 @@ describe("W&B Weave's TypeScript SDK against the local server", () => {
     expect(session.failure).toBe('boom');
   });
 
-  it('stores nested ops as one trace, with inputs, output and errors', () => {
+  it('stores nested ops as one trace, with inputs, output, errors and a display name set later', () => {
     const [outer] = callsOf('outer');
     const [inner] = callsOf('inner');
-    expect(outer).toMatchObject({ parent_id: null, inputs: { arg0: 'hi', arg1: 21 }, output: 'hi:42', exception: null });
+    expect(outer).toMatchObject({ parent_id: null, display_name: 'outer, renamed', inputs: { arg0: 'hi', arg1: 21 }, output: 'hi:42', exception: null });
     expect(inner).toMatchObject({ parent_id: outer!.id, trace_id: outer!.trace_id, inputs: { arg0: 21 }, output: { doubled: 42 } });
     expect(outer!.ended_at! >= inner!.ended_at!).toBe(true);
     const [failing] = callsOf('failing');
