@@ -33,20 +33,28 @@ export function parseTimestamp(value: string): Instant | null {
   const second = Number(s);
   if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return null;
   if (day > daysInMonth(year, month)) return null; // 31 April, 29 February of a common year
-  let micros = utcMillis(year, month, day, hour, minute, second) * 1000 + Number(fraction.slice(0, 6).padEnd(6, '0'));
+  // Whole seconds and the microseconds within them, both exact: µs since the epoch are not (past
+  // 2^53, about year 2255, a double steps by more than 1 µs), so the range check and the text
+  // are worked out from these, and `micros` is the nearest double.
+  let seconds = utcMillis(year, month, day, hour, minute, second) / 1000;
+  const subMicros = Number(fraction.slice(0, 6).padEnd(6, '0'));
   if (sign !== undefined) {
     const offsetHours = Number(offH);
     const offsetMinutes = Number(offM);
     if (offsetHours > 23 || offsetMinutes > 59) return null;
-    const offset = (offsetHours * 60 + offsetMinutes) * 60_000_000;
-    micros += sign === '+' ? -offset : offset;
+    const offset = (offsetHours * 60 + offsetMinutes) * 60;
+    seconds += sign === '+' ? -offset : offset;
   }
-  if (micros < MIN_MICROS || micros >= END_MICROS) return null;
+  if (seconds < MIN_SECONDS || seconds >= END_SECONDS) return null;
+  const micros = seconds * 1_000_000 + subMicros;
   // Clients (our exporter among them) mostly send the canonical form already: keep the text.
-  // Only where `micros` is exact (years ~1685-2255): past 2^53 the text formatMicros gives is
-  // rounded, and an instant must get the same text whichever way it was written.
-  const keepText = isCanonical(value, fraction, sign) && Number.isSafeInteger(micros);
-  return { text: keepText ? value : formatMicros(micros), micros };
+  return { text: isCanonical(value, fraction, sign) ? value : formatSeconds(seconds, subMicros), micros };
+}
+
+/** Canonical text of `seconds` since the epoch (whole, years 0001-9999) and `subMicros` (0-999999). */
+function formatSeconds(seconds: number, subMicros: number): string {
+  const iso = new Date(seconds * 1000).toISOString(); // YYYY-MM-DDTHH:MM:SS.000Z
+  return `${iso.slice(0, 20)}${String(subMicros).padStart(6, '0')}Z`;
 }
 
 /** `YYYY-MM-DDTHH:MM:SS.ffffffZ` exactly (the regex has checked the digits' places). */
@@ -80,9 +88,12 @@ function utcMillis(year: number, month: number, day: number, hour: number, minut
   return date.getTime();
 }
 
-/** First microsecond of year 1 and of year 10000 (UTC): canonical text has four year digits. */
-const MIN_MICROS = utcYearStart(1) * 1000;
-const END_MICROS = utcYearStart(10000) * 1000;
+/** First second of year 1 and of year 10000 (UTC): canonical text has four year digits. */
+const MIN_SECONDS = utcYearStart(1) / 1000;
+const END_SECONDS = utcYearStart(10000) / 1000;
+/** The same in µs, for instants given as a number (instantFromSeconds). */
+const MIN_MICROS = MIN_SECONDS * 1_000_000;
+const END_MICROS = END_SECONDS * 1_000_000;
 
 function utcYearStart(year: number): number {
   const date = new Date(0);

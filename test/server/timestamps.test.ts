@@ -63,8 +63,22 @@ describe('parseTimestamp on canonical text (kept as sent)', () => {
       ['9000-06-30T23:59:59.999999Z', '9000-06-30t23:59:59.999999z'],
     ] as const) {
       expect(parseTimestamp(canonical), canonical).toEqual(parseTimestamp(other));
-      expect(parseTimestamp(canonical)!.text).toBe(formatMicros(parseTimestamp(canonical)!.micros));
+      expect(parseTimestamp(canonical)!.text).toBe(canonical);
     }
+  });
+
+  it('writes the exact microseconds of any year, though µs since the epoch are rounded past 2^53', () => {
+    // Doubles step by 32 µs near year 9999: the text comes from whole seconds and the fraction.
+    expect(parseTimestamp('2300-01-01T01:00:00.000007+01:00')?.text).toBe('2300-01-01T00:00:00.000007Z');
+    expect(parseTimestamp('9999-12-31T22:59:59.999999-01:00')?.text).toBe('9999-12-31T23:59:59.999999Z');
+    expect(parseTimestamp('0001-01-01 00:00:00.000001')?.text).toBe('0001-01-01T00:00:00.000001Z');
+  });
+
+  it('takes the last microsecond of year 9999 and nothing after it', () => {
+    expect(parseTimestamp('9999-12-31T23:59:59.999999Z')?.text).toBe('9999-12-31T23:59:59.999999Z');
+    expect(parseTimestamp('9999-12-31T23:59:59.9999999')?.text).toBe('9999-12-31T23:59:59.999999Z');
+    expect(parseTimestamp('9999-12-31T23:59:59.999999-00:01')).toBeNull();
+    expect(parseTimestamp('0001-01-01T00:00:00.999999+00:01')).toBeNull();
   });
 
   it('still refuses days that do not exist', () => {
