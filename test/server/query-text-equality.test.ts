@@ -1,8 +1,9 @@
 /**
- * `$eq`/`$in` of a JSON path and a string literal compiles to a single `json_extract(...) = ?` when
- * no JSON number or boolean can render as the literal (compile.ts, jsonEqualsText). These tests
- * hold that form to the general text reading of SPEC §2.4 (strings as they are, other JSON values
- * as their JSON text, null and missing as NULL) row by row, with the payload stored as JSONB (what
+ * `$eq`/`$in` of a JSON path and a string literal compiles to a single
+ * `coalesce(json_extract(...), '') = ?` when no JSON number or boolean can render as the literal
+ * (compile.ts, jsonEqualsText). These tests hold that form to the general text reading of SPEC §2.4
+ * (strings as they are, other JSON values as their JSON text, null and missing as `''`, as the
+ * service's JSON_VALUE reads them) row by row, with the payload stored as JSONB (what
  * the stores write) and as JSON text (what a database filled by other tools may hold).
  */
 import { openSqlite, type SqliteDatabase } from '../../src/server/store/sqlite.js';
@@ -15,7 +16,7 @@ const FIELDS: FieldTable = { payload: { sql: 'doc', type: 'json' } };
 
 /** The general text reading of a JSON value, written out: the semantics the short form must keep. */
 const readAsText = (path: string): string =>
-  `(CASE json_type(doc, '${path}') WHEN 'text' THEN json_extract(doc, '${path}') WHEN 'null' THEN NULL ELSE (doc -> '${path}') END)`;
+  `coalesce(CASE json_type(doc, '${path}') WHEN 'text' THEN json_extract(doc, '${path}') WHEN 'null' THEN NULL ELSE (doc -> '${path}') END, '')`;
 
 /** Query paths and the SQLite JSON paths they read (fixed, so they can be spliced into the reference). */
 const PATHS: ReadonlyArray<readonly [string, string]> = [
@@ -86,11 +87,11 @@ describe('JSON path compared with a string literal', () => {
     );
   });
 
-  it('$not $eq counts NULL (missing, null) as false before negating, as the general reading does', () => {
+  it('$not $eq negates the general reading (missing and null are the empty text, never unknown)', () => {
     fc.assert(
       fc.property(caseArb, ({ doc, literal, path: [field, jsonPath] }) => {
         const query = { $not: [{ $eq: [{ $getField: field }, { $literal: literal }] }] };
-        for (const [compiled, reference] of judge(doc, query, `((${readAsText(jsonPath)} = ?) IS NOT TRUE)`, [literal])) {
+        for (const [compiled, reference] of judge(doc, query, `(NOT (${readAsText(jsonPath)} = ?))`, [literal])) {
           expect(compiled).toBe(reference);
         }
       }),

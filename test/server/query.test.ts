@@ -183,16 +183,24 @@ describe('operators', () => {
     expect(select({ $not: [eq(field('op_name'), lit('predict'))] })).toEqual(['c3', 'c4', 'c5']);
   });
 
-  it('$not of a comparison on a missing value matches (NULL counts as false before negation)', () => {
+  it('$not of a comparison on a missing value is unknown, and selects nothing (three-valued logic, as ClickHouse)', () => {
     expect(select(eq(field('inputs.x'), lit(5)))).toEqual(['c1']);
-    expect(select({ $not: [eq(field('inputs.x'), lit(5))] })).toEqual(['c2', 'c3', 'c4', 'c5']);
-    expect(select({ $not: [{ $gt: [field('wb_run_step'), lit(2)] }] })).toEqual(['c1', 'c2', 'c3']);
-    expect(select({ $not: [{ $or: [eq(field('inputs.x'), lit(5)), eq(field('inputs.missing'), lit(1))] }] })).toEqual([
-      'c2',
-      'c3',
-      'c4',
-      'c5',
-    ]);
+    // c3 ('abc') has no numeric reading, c4 holds null, c5 has no x: unknown either way.
+    expect(select({ $not: [eq(field('inputs.x'), lit(5))] })).toEqual(['c2']);
+    expect(select({ $not: [{ $gt: [field('wb_run_step'), lit(2)] }] })).toEqual(['c1', 'c2']);
+    // false OR unknown is unknown: only a true branch decides an $or whose other branch is missing.
+    expect(select({ $not: [{ $or: [eq(field('inputs.x'), lit(5)), eq(field('inputs.missing'), lit(1))] }] })).toEqual([]);
+    expect(select({ $or: [eq(field('inputs.x'), lit(5)), eq(field('inputs.missing'), lit(1))] })).toEqual(['c1']);
+  });
+
+  it('reads a missing or null JSON path as the empty text, so $not of a text comparison selects it', () => {
+    expect(select(eq(field('inputs.x'), lit('')))).toEqual(['c4', 'c5']);
+    expect(select({ $not: [eq(field('inputs.x'), lit(''))] })).toEqual(['c1', 'c2', 'c3']);
+    expect(select({ $not: [eq(field('inputs.name'), lit('bob'))] })).toEqual(['c1', 'c3', 'c4', 'c5']);
+    expect(select({ $not: [{ $contains: { input: field('inputs.name'), substr: lit('li') } }] })).toEqual(['c2', 'c3', 'c4', 'c5']);
+    expect(select({ $not: [{ $in: [field('inputs.name'), [lit('bob'), lit('x')]] }] })).toEqual(['c1', 'c3', 'c4', 'c5']);
+    // null still means null: JSON null and missing, not the empty text.
+    expect(select(eq(field('inputs.x'), lit(null)))).toEqual(['c4', 'c5']);
   });
 
   it('an operation used as a value compares as a boolean', () => {
@@ -371,7 +379,8 @@ describe('$convert', () => {
   it('bool, also as a bare condition', () => {
     expect(select(eq(convert(field('inputs.flag'), 'bool'), lit(true)))).toEqual(['c1', 'c3']);
     expect(select({ $and: [convert(field('inputs.flag'), 'bool')] })).toEqual(['c1', 'c3']);
-    expect(select({ $not: [convert(field('inputs.flag'), 'bool')] })).toEqual(['c2', 'c4', 'c5']);
+    // c4 and c5 have no flag: unknown, under $not too.
+    expect(select({ $not: [convert(field('inputs.flag'), 'bool')] })).toEqual(['c2']);
   });
 
   it('exists: the path is present (even holding null)', () => {

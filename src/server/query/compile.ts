@@ -4,8 +4,12 @@
  * Typing follows the hosted service: the side compared with a literal is read in the literal's
  * type (a number literal compares numerically, a string literal as text, a boolean as a boolean),
  * so `{"$gt": [{"$getField": "summary.usage.x.total_tokens"}, {"$literal": 100}]}` works although
- * the value lives in JSON text. Missing values are NULL and every NULL comparison counts as false,
- * also under `$not` (`$not $eq` matches rows where the field is absent).
+ * the value lives in JSON text. A JSON path read as text is `''` when it is missing or holds null
+ * (the service reads `coalesce(nullIf(JSON_VALUE(...), 'null'), '')`), so `$eq [path, ""]` holds
+ * for an absent field; other readings of a missing value are NULL. Logic is SQL's three-valued
+ * logic, as ClickHouse's: a comparison with NULL is unknown, `$not` of unknown is unknown, and a
+ * row whose condition is unknown is not selected (a running call, whose latency is NULL, is in
+ * neither `latency_ms >= 100` nor its `$not`).
  */
 
 import type { ComparisonOperator, ConvertTarget, LiteralValue, Operand } from './ast.js';
@@ -131,7 +135,11 @@ function asNumber(v: Value): SqlFragment {
   }
 }
 
-/** The value as text: strings as they are, other JSON values as their JSON text, null as NULL. */
+/**
+ * The value as text: strings as they are, other JSON values as their JSON text; a JSON path that
+ * is missing or holds null as `''` (as the service's JSON_VALUE reads it), a literal or column
+ * null as NULL.
+ */
 function asText(v: Value): SqlFragment {
   switch (v.kind) {
     case 'literal':
@@ -141,8 +149,13 @@ function asText(v: Value): SqlFragment {
       if (v.type === 'bool') return sql`(CASE ${v.sql} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END)`;
       return sql`CAST(${v.sql} AS TEXT)`;
     case 'json':
-      return sql`(CASE ${jsonType(v)} WHEN 'text' THEN ${jsonExtract(v)} WHEN 'null' THEN NULL ELSE (${v.doc} -> ${v.path}) END)`;
+      return sql`coalesce(CASE ${jsonType(v)} WHEN 'text' THEN ${jsonExtract(v)} WHEN 'null' THEN NULL ELSE (${v.doc} -> ${v.path}) END, '')`;
   }
+}
+
+/** A JSON value's text in one read, for comparing with texts no JSON number or boolean renders as (see jsonEqualsText). */
+function jsonTextOrEmpty(v: { doc: SqlFragment; path: SqlFragment }): SqlFragment {
+  return sql`coalesce(${jsonExtract(v)}, '')`;
 }
 
 /**
@@ -269,19 +282,19 @@ function mayBeNonStringJson(text: string): boolean {
 
 /**
  * `$eq` of a JSON value and a string literal that no JSON number or boolean renders as (the usual
- * filter, `payload.note = "good"`) as a plain `json_extract(...) = ?`. asText's CASE reads the
+ * filter, `payload.note = "good"`) as a plain `coalesce(json_extract(...), '') = ?`. asText's CASE reads the
  * path two or three times per row (json_type, then json_extract or ->): measured over 100 k JSONB
  * payloads, 33 ms for the whole `feedback/query` statement against 25 ms (19 ms of either is
  * visiting the rows). The single read gives the same SQL value (true, false or NULL) for every
  * row: strings compare as text, objects and lists as the same minified JSON text, null and
- * missing as NULL, and numbers/booleans (read as SQL numbers) equal no such text, as under asText
+ * missing as `''`, and numbers/booleans (read as SQL numbers) equal no such text, as under asText
  * (test/server/query-text-equality.test.ts holds the two readings together).
  */
 function jsonEqualsText(json: Value, literal: Value): SqlFragment | undefined {
   if (json.kind !== 'json' || literal.kind !== 'literal') return undefined;
   const value = literal.value;
   if (typeof value !== 'string' || mayBeNonStringJson(value)) return undefined;
-  return sql`(${jsonExtract(json)} = ${param(value)})`;
+  return sql`(${jsonTextOrEmpty(json)} = ${param(value)})`;
 }
 
 /**
@@ -334,7 +347,7 @@ function membership(needle: Value, haystack: readonly Value[]): SqlFragment {
   if (texts.length > 0) {
     // The same single read as jsonEqualsText when no listed text could be a number or boolean.
     const direct = needle.kind === 'json' && !texts.some(mayBeNonStringJson);
-    parts.push(inList(direct ? jsonExtract(needle) : asText(needle), texts));
+    parts.push(inList(direct ? jsonTextOrEmpty(needle) : asText(needle), texts));
   }
   if (bools.length > 0) parts.push(inList(asBool(needle), bools));
   if (jsonTexts.length > 0) parts.push(inList(asJsonText(needle), jsonTexts));
@@ -374,8 +387,8 @@ class Compiler {
           node.kind === 'and' ? 'AND' : 'OR',
         );
       case 'not':
-        // IS NOT TRUE, not NOT: a NULL (unknown) inside becomes false before it is negated.
-        return sql`(${this.condition(node.item)} IS NOT TRUE)`;
+        // NOT of unknown stays unknown (the row is not selected), as in ClickHouse.
+        return sql`(NOT (${this.condition(node.item)}))`;
       case 'compare':
         return compare(node.operator, this.value(node.left), this.value(node.right));
       case 'in':
