@@ -231,7 +231,9 @@ type FieldOfColumn<C> = C extends `${infer Field}.${string}` ? Field : C;
 
 /**
  * What a calls query answers per call for its `columns`: the whole call when none are named (or
- * an empty list), else the named fields and the ones always returned; for columns known only as
+ * an empty list), else the named fields and the ones always returned (the answer holds the other
+ * fields too, at their defaults: `{}` or null, as the service's does; the type leaves them out
+ * so that a default is not read as the call's value); for columns known only as
  * `string[]`, the fields always returned and maybe the rest. Not distributed over a union: a
  * `columns` that may be absent (`string[] | undefined`, or the method's own constraint, as in
  * `ReturnType<CallbridgeClient['callsQuery']>`) gives whole calls.

@@ -407,10 +407,16 @@ describe('calls/stream_query', () => {
     expect(calls.map((c) => c.id)).toEqual([ids[0]]);
   });
 
-  it('returns only the requested columns plus the identifying ones', async () => {
+  it('answers the requested columns and the identifying ones, every other field at its default (as whole CallSchemas)', async () => {
     const [call] = await query({ project_id: p, columns: ['inputs', 'summary.weave.status'], limit: 1 });
-    expect(Object.keys(call).sort()).toEqual(['id', 'inputs', 'op_name', 'project_id', 'started_at', 'summary', 'trace_id']);
+    const [whole] = await query({ project_id: p, limit: 1 });
+    expect(Object.keys(call).sort()).toEqual(Object.keys(whole).sort());
+    expect(call).toMatchObject({ id: whole.id, op_name: whole.op_name, inputs: whole.inputs, summary: whole.summary });
     expect(call.summary.weave.status).toBe('error');
+    // Not selected: `{}` for attributes (a dict in CallSchema), null for the rest.
+    expect(call).toMatchObject({ attributes: {}, output: null, exception: null, ended_at: null, display_name: null });
+    const [bare] = await query({ project_id: p, columns: ['id'], limit: 1 });
+    expect(bare).toMatchObject({ attributes: {}, inputs: {}, summary: null });
   });
 
   it('adds costs per known model with include_costs', async () => {

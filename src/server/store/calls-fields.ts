@@ -32,8 +32,13 @@ export const STATUS_SQL = `(CASE
   WHEN CASE WHEN json_valid(c.summary) THEN ${HAS_ERROR_COUNT_SQL} END THEN 'descendant_error'
   ELSE 'success' END)`;
 
-/** `summary.weave.latency_ms`: whole milliseconds between start and end (integer division). */
-export const LATENCY_SQL = '((c.ended_us - c.started_us) / 1000)';
+/**
+ * `summary.weave.latency_ms`: whole milliseconds between start and end, rounded down as the
+ * service's floor division of a timedelta does (an end 1.5 ms before its start, clocks of two
+ * hosts apart, is -2). SQLite's integer division truncates toward zero, so a negative remainder
+ * takes one more off.
+ */
+export const LATENCY_SQL = '((c.ended_us - c.started_us) / 1000 - ((c.ended_us - c.started_us) % 1000 < 0))';
 
 /**
  * `summary.weave.trace_name` (SPEC §2.1): the display name, else the op name. As in the hosted

@@ -272,8 +272,9 @@ export const CALL_FIELD_NAMES = [
 ] as const;
 
 /**
- * Fields every read carries, whatever `columns` asks for (as the hosted service does); the
- * client's types (`CallWithColumns`) name the same ones.
+ * Fields every read carries with their values, whatever `columns` asks for (as the hosted
+ * service does; the others it names hold defaults); the client's types (`CallWithColumns`)
+ * name the same ones.
  */
 export const ALWAYS_RETURNED: ReadonlySet<string> = new Set<AlwaysReturnedCallField>(['id', 'project_id', 'op_name', 'trace_id', 'started_at']);
 
@@ -281,12 +282,17 @@ export const ALWAYS_RETURNED: ReadonlySet<string> = new Set<AlwaysReturnedCallFi
  * The read form of a call as JSON text. The stored JSON columns are spliced in as they are (they
  * are JSON.stringify output already), so a read parses only `summary`, to add the derived
  * `summary.weave`; large inputs and outputs are never parsed and re-serialized.
+ *
+ * Every field is written, also those `columns` leaves out, as the service's answer does (each
+ * line is a whole `CallSchema`): those hold their defaults, `{}` for `attributes` and `inputs`
+ * and null for the rest. The Python SDK reads every line as a `CallSchema`, in which
+ * `attributes` and `inputs` are required.
  */
 export function callToJson(row: CallRow, options: CallJsonOptions): string {
   const wanted = (field: string): boolean => options.columns === null || options.columns.has(field);
   const parts: string[] = [];
-  const put = (field: string, json: string): void => {
-    if (wanted(field)) parts.push(`"${field}":${json}`);
+  const put = (field: string, json: string, unselected = 'null'): void => {
+    parts.push(`"${field}":${wanted(field) ? json : unselected}`);
   };
   const str = (value: string | null): string => (value === null ? 'null' : JSON.stringify(value));
   const num = (value: number | null | undefined): string => (value == null ? 'null' : String(value));
@@ -301,11 +307,11 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   put('started_at', str(row.started_at));
   put('ended_at', str(row.ended_at));
   put('deleted_at', 'null'); // deleted calls are never returned
-  put('attributes', row.attributes);
-  put('inputs', row.inputs);
+  put('attributes', row.attributes, '{}');
+  put('inputs', row.inputs, '{}');
   put('output', row.output ?? 'null');
   // As in the hosted service, feedback brings `summary` even when `columns` leaves it out.
-  if (wanted('summary') || options.includeFeedback) parts.push(`"summary":${summaryJson(row, options)}`);
+  parts.push(`"summary":${wanted('summary') || options.includeFeedback ? summaryJson(row, options) : 'null'}`);
   put('exception', str(row.exception));
   put('wb_user_id', str(row.wb_user_id));
   put('wb_run_id', str(row.wb_run_id));

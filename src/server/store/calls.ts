@@ -395,7 +395,8 @@ export function buildQuery(request: QueryRequest): { sql: string; params: unknow
       params.push(...term.params);
     }
   }
-  if (order.length === 0) order.push('c.started_at ASC');
+  // No sort_by: by start time. An empty list asks for no order: the id alone (as the service).
+  if (request.sortBy == null) order.push('c.started_at ASC');
   order.push('c.id ASC'); // a total order, so pages never overlap or skip
   // A filter naming calls one by one selects a handful of rows: find them by their index
   // (calls_by_id/trace/parent) and sort those. Unary `+` keeps the sort terms from matching
