@@ -2,6 +2,7 @@
  * Command-line arguments of `callbridge serve` (SPEC §1), parsed into server options. Pure: no
  * I/O, so every rule is unit-testable; `main.ts` does the printing and exiting.
  */
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { ServerUser } from '../server/index.js';
 
@@ -101,8 +102,7 @@ export function parseCommand(argv: readonly string[], env: Readonly<Record<strin
     names.add(user.username);
   }
 
-  const host = values.host ?? '127.0.0.1';
-  if (host === '') throw new UsageError('--host must not be empty');
+  const host = hostOf(values.host ?? '127.0.0.1');
   if (values.db === '') throw new UsageError('--db must not be empty (a file path, or :memory:)');
   return {
     kind: 'serve',
@@ -167,4 +167,14 @@ function usageMessageOf(error: Error & { code?: string }, argv: readonly string[
 function redact(spec: string): string {
   const colon = spec.indexOf(':');
   return colon < 0 ? spec : `${spec.slice(0, colon)}:***`;
+}
+
+/** The `--host` value, an IPv6 address also as URLs write it (`[::1]`, for `::1`). */
+function hostOf(value: string): string {
+  if (value === '') throw new UsageError('--host must not be empty');
+  const bracketed = /^\[(.*)\]$/.exec(value);
+  if (bracketed === null) return value;
+  const address = bracketed[1] as string;
+  if (isIP(address) !== 6) throw new UsageError(`--host ${value}: brackets hold an IPv6 address only (e.g. [::1])`);
+  return address;
 }

@@ -77,12 +77,25 @@ const PERMANENT_ERROR_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Whether no retry can fix an error with this code: those listed, and every certificate check
- * OpenSSL names `CERT_…` (not yet valid, revoked, untrusted…: a clock or a certificate to fix).
+ * Whether no retry can fix an error with this code: those listed, every certificate check
+ * OpenSSL names `CERT_…` (not yet valid, revoked, untrusted…: a clock or a certificate to fix),
+ * and the TLS alerts and protocol errors OpenSSL reports as `ERR_SSL_…` (a server that requires a
+ * client certificate answers `ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`; no protocol or cipher both
+ * sides share): the handshake fails the same way until the configuration changes. A few of those
+ * are one connection's bad luck and stay retried.
  */
 function isPermanentError(code: string): boolean {
+  if (code.startsWith('ERR_SSL_')) return !TRANSIENT_TLS_ERROR_CODES.has(code);
   return PERMANENT_ERROR_CODES.has(code) || code.startsWith('CERT_');
 }
+
+/** TLS failures of one connection, not of the configuration: the server's own fault, bytes damaged in transit. */
+const TRANSIENT_TLS_ERROR_CODES: ReadonlySet<string> = new Set([
+  'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR',
+  'ERR_SSL_SSLV3_ALERT_BAD_RECORD_MAC',
+  'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
+  'ERR_SSL_BAD_RECORD_MAC',
+]);
 
 /** What to check, for errors whose own text does not say. */
 const HINTS: Readonly<Record<string, string>> = {
@@ -289,7 +302,9 @@ export function parseRetryAfter(value: string | undefined, now: number): number 
   if (/^\d+(\.\d+)?$/.test(text)) {
     ms = Number(text) * 1000;
   } else if (HTTP_DATE.test(text)) {
-    const at = Date.parse(text);
+    // Every HTTP-date is GMT; the asctime form does not say so, and Date.parse would read it
+    // in the machine's own zone.
+    const at = Date.parse(text.endsWith(' GMT') ? text : `${text} GMT`);
     if (!Number.isFinite(at)) return undefined;
     ms = at - now;
   } else {

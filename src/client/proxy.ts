@@ -124,6 +124,11 @@ export function bypassedByNoProxy(host: string, port: string, noProxy: string): 
     }
     const { name, entryPort } = splitEntry(raw);
     if (entryPort !== undefined && entryPort !== port) continue;
+    // An address matches the same address however it is written (`fd00::0001` is `[fd00::1]`).
+    if (isIP(name) !== 0) {
+      if (sameAddress(host, name)) return true;
+      continue;
+    }
     const domain = name.replace(/^\*?\./, '').replace(/\.$/, '');
     if (domain !== '' && (host === domain || host.endsWith(`.${domain}`))) return true;
   }
@@ -147,6 +152,15 @@ function inSubnet(host: string, cidr: string): boolean {
   } catch {
     return false; // a prefix out of range
   }
+}
+
+/** Whether `host` is the IP address `address` (both checked by `isIP`; IPv4-mapped IPv6 matches IPv4). */
+function sameAddress(host: string, address: string): boolean {
+  const hostFamily = isIP(host);
+  if (hostFamily === 0) return false;
+  const one = new BlockList();
+  one.addAddress(address, isIP(address) === 4 ? 'ipv4' : 'ipv6');
+  return one.check(host, hostFamily === 4 ? 'ipv4' : 'ipv6');
 }
 
 /** `host`, `host:port`, `[v6]`, `[v6]:port`, or a bare IPv6 address (no port). */

@@ -36,6 +36,11 @@ describe('parseCommand', () => {
     });
   });
 
+  it('takes an IPv6 host also in brackets, as URLs write it', () => {
+    expect(parseCommand(['serve', '--user', 'a:pw', '--host', '[::1]'], {})).toMatchObject({ host: '::1' });
+    expect(parseCommand(['serve', '--user', 'a:pw', '--host', '::1'], {})).toMatchObject({ host: '::1' });
+  });
+
   it('returns help for --help and -h', () => {
     expect(parseCommand(['--help'], {})).toEqual({ kind: 'help' });
     expect(parseCommand(['serve', '-h'], {})).toEqual({ kind: 'help' });
@@ -58,6 +63,8 @@ describe('parseCommand', () => {
     [['serve', '--user', 'a:pw:x/y'], /invalid entity list/],
     [['serve', '--user', 'a:pw', '--user', 'a:other'], /configured twice/],
     [['serve', '--user', 'a:pw', '--host', ''], /--host/],
+    [['serve', '--user', 'a:pw', '--host', '[localhost]'], /brackets hold an IPv6 address only/],
+    [['serve', '--user', 'a:pw', '--host', '[127.0.0.1]'], /brackets hold an IPv6 address only/],
     [['serve', '--user', 'a:pw', '--db', ''], /--db must not be empty/],
   ])('rejects %j', (argv, message) => {
     expect(() => parseCommand(argv, {})).toThrow(UsageError);
