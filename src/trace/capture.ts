@@ -307,7 +307,7 @@ function copyInside(obj: object, walk: Walk, depth: number): unknown {
 }
 
 function copyByKind(obj: object, walk: Walk, depth: number): unknown {
-  if (Array.isArray(obj)) return copyList(obj, walk, depth);
+  if (Array.isArray(obj)) return copyList(obj, walk, depth, obj.length, (item) => copyListItem(item, walk, depth));
   // Plain objects are most of what gets captured: skip the dozen type probes below for them.
   const proto: unknown = Object.getPrototypeOf(obj);
   if (proto === Object.prototype || proto === null) return copyPlain(obj, walk, depth);
@@ -446,6 +446,27 @@ function copyList(
   }
   if (total > count) markListCut(out, total - count, walk.cuts);
   return out;
+}
+
+/**
+ * One item of a list. A `[name, value]` pair whose name looks secret has its value masked: a
+ * list of pairs holds headers (fetch's `HeadersInit`: `[['Authorization', 'Bearer ...']]`) and
+ * entries as an object holds members, and those are masked in a `Headers`, a Map or an object.
+ */
+function copyListItem(item: unknown, walk: Walk, depth: number): unknown {
+  const name = secretPairName(item, walk);
+  return name === undefined ? copyValue(item, walk, depth + 1) : [copyValue(name, walk, depth + 2), REDACTED];
+}
+
+/** The name of a `[name, value]` pair whose name looks secret, else undefined. Never throws. */
+function secretPairName(item: unknown, walk: Walk): string | undefined {
+  try {
+    if (!Array.isArray(item) || item.length !== 2) return undefined;
+    const name: unknown = item[0];
+    return typeof name === 'string' && walk.redactor.isSecret(name) ? name : undefined;
+  } catch {
+    return undefined; // a revoked proxy, a throwing getter: copyValue says so
+  }
 }
 
 /** The first `count` values of `iterable`, without reading the rest. */

@@ -45,7 +45,8 @@ export function parseParams(source: string): readonly ParamSpec[] | null {
   if (src.includes('[native code]')) return null;
   const arrow = SINGLE_PARAM_ARROW.exec(src);
   if (arrow?.[1] !== undefined) return [{ name: arrow[1], rest: false }];
-  const open = /^class\b/.test(src) ? findConstructorParen(src) : findFirstParen(src);
+  // `class A {...}` or `class {...}`, not a method named `class` (`class(id) {...}`, an API client's).
+  const open = /^class(?![\w$(])/.test(src) ? findConstructorParen(src) : findFirstParen(src);
   if (open < 0) return null;
   return splitParams(src, open).map(toParamSpec).filter((spec): spec is ParamSpec => spec !== undefined);
 }
@@ -170,6 +171,8 @@ const KEYWORDS_BEFORE_REGEX = new Set(['return', 'typeof', 'case', 'in', 'of', '
 function startsRegex(src: string, slash: number): boolean {
   let i = slash - 1;
   while (i >= 0 && /\s/.test(src[i]!)) i--;
+  // After a postfix `i++` or `i--`, a `/` divides.
+  if (i > 0 && (src[i] === '+' || src[i] === '-') && src[i - 1] === src[i]) return false;
   if (i < 0 || BEFORE_REGEX.has(src[i]!)) return true;
   let start = i;
   while (start > 0 && isIdentifierChar(src[start - 1])) start--;
@@ -245,22 +248,33 @@ function skipTemplate(src: string, i: number): number {
 
 /**
  * Build the `inputs` object of one call: declared names for declared parameters, the rest
- * parameter as an array, `arg<index>` for destructured parameters and for extra arguments.
+ * parameter as an array, `arg<index>` for destructured parameters and for extra arguments (the
+ * next free `arg<n>` when a parameter is declared with that name: `f(arg1)` called with two
+ * arguments keeps both). A parameter named `__proto__` is a key like any other.
  */
 export function namedInputs(params: readonly ParamSpec[] | null, args: readonly unknown[]): Record<string, unknown> {
   const inputs: Record<string, unknown> = {};
+  const put = (key: string, value: unknown): void => {
+    Object.defineProperty(inputs, key, { value, enumerable: true, writable: true, configurable: true });
+  };
+  const declared = new Set(params?.map((spec) => spec.name));
+  const positional = (index: number): string => {
+    let n = index;
+    while (declared.has(`arg${n}`) || Object.hasOwn(inputs, `arg${n}`)) n++;
+    return `arg${n}`;
+  };
   let i = 0;
   if (params !== null) {
     for (; i < params.length && i < args.length; i++) {
       const spec = params[i]!;
-      const key = spec.name ?? `arg${i}`;
+      const key = spec.name ?? positional(i);
       if (spec.rest) {
-        inputs[key] = args.slice(i);
+        put(key, args.slice(i));
         return inputs;
       }
-      inputs[key] = args[i];
+      put(key, args[i]);
     }
   }
-  for (; i < args.length; i++) inputs[`arg${i}`] = args[i];
+  for (; i < args.length; i++) put(positional(i), args[i]);
   return inputs;
 }

@@ -77,10 +77,12 @@ function classify(key: string): boolean {
   return wordsAreSecret(wordsOf(camelWords)) || (acronymWords !== camelWords && wordsAreSecret(wordsOf(acronymWords)));
 }
 
+/** Lower-case words, a number at a word's end dropped (`password2`, `token1`, `apiKey2` name secrets too). */
 function wordsOf(text: string): string[] {
   return text
     .toLowerCase()
     .split(/[^a-z0-9]+/)
+    .map((word) => word.replace(/([a-z])[0-9]+$/, '$1'))
     .filter((word) => word !== '');
 }
 

@@ -152,16 +152,28 @@ export function instrumentStream<T extends object>(
   }
   const isAsync = shape === 'asyncGenerator';
   if (!Object.isExtensible(value)) return wrapIterator(value as unknown as Iterator<unknown>, run, isAsync) as T;
+  patchSteps(value, run, isAsync);
+  return value;
+}
+
+/** Whether `next`/`return`/`throw` can all become own properties of `iterator` (a Proxy's traps aside). */
+function canPatchSteps(iterator: object): boolean {
+  if (!Object.isExtensible(iterator)) return false;
+  return (['next', 'return', 'throw'] as const).every((step) => Object.getOwnPropertyDescriptor(iterator, step)?.configurable ?? true);
+}
+
+/** `next`/`return`/`throw` (those it has) observed in place, as own properties of `iterator`. */
+function patchSteps(iterator: object, run: StreamRun, isAsync: boolean): void {
   for (const step of ['next', 'return', 'throw'] as const) {
-    const original = (value as unknown as Record<Step, IteratorMethod>)[step];
-    Object.defineProperty(value, step, {
+    const original = (iterator as Partial<Record<Step, IteratorMethod>>)[step];
+    if (typeof original !== 'function') continue;
+    Object.defineProperty(iterator, step, {
       value: observedStep(run, original, step, isAsync, undefined),
       writable: true,
       configurable: true,
       enumerable: false,
     });
   }
-  return value;
 }
 
 /**
@@ -191,11 +203,20 @@ function heldBy(iterator: object, owner: object): object {
   return iterator;
 }
 
+/**
+ * Observe an async iterable through the first iterator taken from it. One that is an iterator
+ * itself (`events.on`, a hand-written `{ next, [Symbol.asyncIterator]() { return this } }`) may
+ * be read by calling its `next()` without `for await`: its steps are observed in place, and
+ * `[Symbol.asyncIterator]` handing back the object itself is then left as it is.
+ */
 function patchAsyncIterable(iterable: object, run: StreamRun): void {
   const original = (iterable as { [Symbol.asyncIterator]: IteratorMethod })[Symbol.asyncIterator];
+  const selfIterating = typeof (iterable as { next?: unknown }).next === 'function' && canPatchSteps(iterable);
+  if (selfIterating) patchSteps(iterable, run, true);
   let claimed = false;
   const patched = function (this: unknown): unknown {
     const iterator = context.with(run.ctx, original, this) as AsyncIterator<unknown>;
+    if (selfIterating && iterator === iterable) return iterator;
     if (claimed || run.end.done) return iterator;
     claimed = true;
     return heldBy(wrapIterator(iterator, run, true), iterable);

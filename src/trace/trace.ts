@@ -110,7 +110,9 @@ const OWN_FUNCTION_PROPERTIES: ReadonlySet<string | symbol> = new Set(['name', '
  * Wrap `fn` so every call is a span (a call record once exported): inputs by parameter name,
  * output, errors, and streams consumed later. The returned function has `fn`'s type, `name`,
  * `length` and own properties (a tool's `description`, a class's static members), copied when
- * `trace()` runs.
+ * `trace()` runs, and `fn`'s prototype: an async function's wrapper is an `AsyncFunction` by its
+ * constructor and tag, a traced subclass inherits its base's static members. It is a
+ * constructor only when `fn` is one (an arrow or async function's wrapper has no `prototype`).
  *
  * @example
  * const answer = trace(async function answer(question: string) {
@@ -121,17 +123,44 @@ const OWN_FUNCTION_PROPERTIES: ReadonlySet<string | symbol> = new Set(['name', '
 export function trace<F extends (...args: any[]) => any>(fn: F, options: TraceOptions = {}): F {
   if (typeof fn !== 'function') throw new InvalidOptionError('fn', 'a function', fn);
   const call = compileCall(fn, options);
-  const traced = function (this: unknown, ...args: unknown[]): unknown {
-    return runTraced(call, this, args, new.target);
-  };
+  const traced = isConstructor(fn)
+    ? function (this: unknown, ...args: unknown[]): unknown {
+        return runTraced(call, this, args, new.target);
+      }
+    : // A method: no `prototype`, and `new` on it throws, as on `fn`.
+      {
+        traced(this: unknown, ...args: unknown[]): unknown {
+          return runTraced(call, this, args, undefined);
+        },
+      }.traced;
   Object.defineProperty(traced, 'name', { value: fn.name, configurable: true });
   Object.defineProperty(traced, 'length', { value: fn.length, configurable: true });
   // `new traced()` must build an instance of `fn` (Reflect.construct takes the prototype from
   // new.target, which is the wrapper).
   if (fn.prototype !== undefined) traced.prototype = fn.prototype;
+  inheritPrototype(fn, traced);
   copyOwnProperties(fn, traced);
   wrappedFunctions.set(traced, wrappedFunctions.get(fn) ?? fn);
   return traced as unknown as F;
+}
+
+/** Whether `new fn()` is allowed (without calling `fn`: it is only the new target here). */
+function isConstructor(fn: Function): boolean {
+  try {
+    Reflect.construct(Object, [], fn);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The wrapper takes `fn`'s prototype (AsyncFunction.prototype, a base class). Never throws. */
+function inheritPrototype(fn: Function, traced: Function): void {
+  try {
+    Object.setPrototypeOf(traced, Object.getPrototypeOf(fn) as object | null);
+  } catch {
+    // A Proxy's trap threw: the wrapper stays a plain function, the call itself still works.
+  }
 }
 
 /** `fn`'s own properties onto its wrapper: its type (F) says they are there. Never throws. */
@@ -233,7 +262,20 @@ function runTraced(call: TracedCall, thisArg: unknown, args: unknown[], newTarge
     end.fail(error);
     throw error;
   }
-  return settle(call, end, ctx, result);
+  if (newTarget !== undefined) {
+    // A constructor's instance is handed back as made, never observed (a thenable or
+    // async-iterable instance is not the call's pending result).
+    end.succeed(result);
+    return result;
+  }
+  try {
+    return settle(call, end, ctx, result);
+  } catch (error) {
+    // The result's own `then` threw (a promise subclass that cannot be chained): the caller gets
+    // it untouched, as without tracing, and the call ends with that error.
+    end.fail(error);
+    return result;
+  }
 }
 
 function invoke(fn: Function, thisArg: unknown, args: unknown[], newTarget: unknown): unknown {
@@ -287,9 +329,26 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
     if (Object.getPrototypeOf(result) === Promise.prototype) return withOwnMembers(result, result.then(onValue, onError));
     return observeSubclass(result, onValue, onError);
   }
+  // A `then` that cannot be replaced on a proxy (a frozen object's): the value is returned as it
+  // is and the call ends now, as for any other object.
+  if (isFixedMember(result, 'then')) return settleValue(call, end, ctx, result);
   const iterate = (iterator: AsyncIterator<unknown>, owner: object): AsyncIterator<unknown> =>
     observeIteration(iterator, owner, end, ctx, chunkPolicyOf(call));
-  return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end, iterate);
+  return observeThenable(result as PromiseLike<unknown>, onValue, (error) => end.fail(error), end, ctx, iterate);
+}
+
+/**
+ * Whether `object` holds `key` as a non-configurable, non-writable data property: a proxy's `get`
+ * must answer exactly that value for it (a frozen object's members, `Object.defineProperty`'s
+ * defaults), or reading it throws.
+ */
+function isFixedMember(object: object, key: PropertyKey): boolean {
+  try {
+    const descriptor = Reflect.getOwnPropertyDescriptor(object, key);
+    return descriptor !== undefined && descriptor.configurable === false && descriptor.writable === false;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -388,6 +447,7 @@ function observeThenable(
   onValue: (value: unknown) => unknown,
   onError: (error: unknown) => void,
   end: CallEnd,
+  ctx: Context,
   iterate: (iterator: AsyncIterator<unknown>, owner: object) => AsyncIterator<unknown>,
 ): PromiseLike<unknown> {
   let observed = false;
@@ -399,19 +459,25 @@ function observeThenable(
     if (observed) return thenable.then(onFulfilled, onRejected);
     observed = true;
     let settled = false;
+    // The caller's callbacks run in the caller's context, as they would without tracing.
+    const callerCtx = context.active();
     try {
-      return thenable.then(
-        (value) => {
-          settled = true;
-          const seen = onValue(value);
-          return typeof onFulfilled === 'function' ? onFulfilled(seen) : seen;
-        },
-        (reason: unknown) => {
-          settled = true;
-          onError(reason);
-          if (typeof onRejected === 'function') return onRejected(reason);
-          throw reason;
-        },
+      // In the call's context: a lazy thenable does its work here (a query builder runs its
+      // query), and the spans that work starts are the call's children.
+      return context.with(ctx, () =>
+        thenable.then(
+          (value) => {
+            settled = true;
+            const seen = onValue(value);
+            return typeof onFulfilled === 'function' ? context.with(callerCtx, onFulfilled, undefined, seen) : seen;
+          },
+          (reason: unknown) => {
+            settled = true;
+            onError(reason);
+            if (typeof onRejected === 'function') return context.with(callerCtx, onRejected, undefined, reason);
+            throw reason;
+          },
+        ),
       );
     } catch (error) {
       // A `then` that throws before settling is how this call failed. One that settled at once
@@ -425,11 +491,12 @@ function observeThenable(
     get(target, property) {
       if (property === 'then') return observedThen;
       const member: unknown = Reflect.get(target, property, target);
-      if (typeof member !== 'function') return member;
+      // A frozen member must be answered as it is (the proxy's invariant).
+      if (typeof member !== 'function' || isFixedMember(target, property)) return member;
       if (property === Symbol.asyncIterator) {
         // Iterated instead of awaited: the first iterator taken before any `then` is the call's stream.
         return function (this: unknown): unknown {
-          const iterator = Reflect.apply(member, target, []) as AsyncIterator<unknown>;
+          const iterator = context.with(ctx, () => Reflect.apply(member, target, []) as AsyncIterator<unknown>);
           if (observed || end.done) return iterator;
           observed = true;
           return iterate(iterator, proxy);

@@ -14,6 +14,9 @@
  * - it closes or errors as soon as the original does, read pending or not (`reader.closed`);
  * - cancelling it cancels the original with the same reason.
  *
+ * A stream passed on by several traced calls (an agent returning its model call's stream) is the
+ * output of each: the calls after the first join the first's observing stream.
+ *
  * A method a subclass overrides is left alone: such overrides (LangChain's `next()`, the AI SDK's
  * own `[Symbol.asyncIterator]`) read through `this.getReader()`, which is routed. What is not
  * observed: an override that calls `super.getReader()` (the call then ends when the stream is
@@ -22,6 +25,8 @@
  * sees a stream locked by the observing one.
  */
 import { context } from '@opentelemetry/api';
+import type { Context } from '@opentelemetry/api';
+import type { EarlyEnd } from './call-end.js';
 import type { StreamRun } from './streams.js';
 
 /** Output of a call whose stream is read in a way that cannot be observed. */
@@ -38,8 +43,61 @@ export function isWebReadableStream(value: object): value is ReadableStream {
   return typeof ReadableStream === 'function' && value instanceof ReadableStream;
 }
 
+/**
+ * The calls one stream is the output of, the innermost first: every chunk and the end reach each.
+ * A call that joins after the stream ended is ended the same way at once.
+ */
+class StreamRuns {
+  private readonly runs: StreamRun[];
+  private ended: ((run: StreamRun) => void) | undefined;
+
+  constructor(first: StreamRun) {
+    this.runs = [first];
+  }
+
+  /** The innermost call's context: the original's reads run in it, as before it was passed on. */
+  get ctx(): Context {
+    return this.runs[0]!.ctx;
+  }
+
+  add(run: StreamRun): void {
+    if (this.ended !== undefined) this.ended(run);
+    else this.runs.push(run);
+  }
+
+  observe(result: IteratorResult<unknown>): void {
+    for (const run of this.runs) run.observe(result, 'next');
+    if (result.done) this.endAll((run) => run.finish());
+  }
+
+  finish(early?: EarlyEnd): void {
+    this.endAll((run) => run.finish(early));
+  }
+
+  fail(error: unknown): void {
+    this.endAll((run) => run.fail(error));
+  }
+
+  unobservable(): void {
+    this.endAll((run) => run.end.succeed(UNOBSERVABLE_STREAM));
+  }
+
+  private endAll(end: (run: StreamRun) => void): void {
+    this.ended ??= end;
+    for (const run of this.runs) end(run);
+  }
+}
+
+const instrumented = new WeakMap<ReadableStream, StreamRuns>();
+
 /** Route `stream`'s reading methods through an observing stream (see the module comment). */
 export function instrumentWebStream<T extends ReadableStream>(stream: T, run: StreamRun): T {
+  const joined = instrumented.get(stream);
+  if (joined !== undefined) {
+    joined.add(run);
+    return stream;
+  }
+  const runs = new StreamRuns(run);
   const proto = ReadableStream.prototype as unknown as Prototype;
   const isLocked = Object.getOwnPropertyDescriptor(proto, 'locked')!.get! as LockedGetter;
   const own = stream as unknown as Record<PropertyKey, unknown>;
@@ -49,16 +107,17 @@ export function instrumentWebStream<T extends ReadableStream>(stream: T, run: St
     run.end.succeed(UNOBSERVABLE_STREAM);
     return stream;
   }
+  instrumented.set(stream, runs);
 
   let observing: ReadableStream | undefined;
   const target = (): ReadableStream => {
     if (observing !== undefined) return observing;
     if (isLocked.call(stream)) {
       // Read already through the prototype's own methods: what it gives is out of our sight.
-      run.end.succeed(UNOBSERVABLE_STREAM);
+      runs.unobservable();
       return stream;
     }
-    observing = observingStream(stream, run, proto);
+    observing = observingStream(stream, runs, proto);
     return observing;
   };
   for (const name of methods) {
@@ -104,7 +163,7 @@ function isByteStream(stream: ReadableStream, proto: Prototype): boolean {
  * A stream that reads `source` one chunk per read request, in the call's context, noting each
  * chunk, and ends when `source` does.
  */
-function observingStream(source: ReadableStream, run: StreamRun, proto: Prototype): ReadableStream {
+function observingStream(source: ReadableStream, run: StreamRuns, proto: Prototype): ReadableStream {
   const bytes = isByteStream(source, proto);
   const reader = proto.getReader!.call(source) as ReadableStreamDefaultReader<unknown>;
   // The read in progress: a close of the source is passed on only after the chunk it carried.
@@ -121,7 +180,9 @@ function observingStream(source: ReadableStream, run: StreamRun, proto: Prototyp
       run.fail(error);
       throw error; // errors the observing stream with the original's error
     }
-    run.observe(result, 'next');
+    // A cancel while this read was pending answers it with `done`: the cancel ends the call.
+    if (cancelled) return;
+    run.observe(result);
     if (result.done) closeQuietly(controller);
     // A byte stream's controller fills a pending BYOB read from the chunk and queues the rest.
     else controller.enqueue(result.value as ArrayBufferView & string);
