@@ -79,23 +79,22 @@ const PERMANENT_ERROR_CODES: ReadonlySet<string> = new Set([
 /**
  * Whether no retry can fix an error with this code: those listed, every certificate check
  * OpenSSL names `CERT_…` (not yet valid, revoked, untrusted…: a clock or a certificate to fix),
- * and the TLS alerts and protocol errors OpenSSL reports as `ERR_SSL_…` (a server that requires a
- * client certificate answers `ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`; no protocol or cipher both
- * sides share): the handshake fails the same way until the configuration changes. A few of those
- * are one connection's bad luck and stay retried.
+ * and the TLS handshake failures that come from the configuration (TLS_CONFIGURATION_FAILURE).
+ * Other TLS errors (a damaged record, a middlebox's odd alert) stay retried.
  */
 function isPermanentError(code: string): boolean {
-  if (code.startsWith('ERR_SSL_')) return !TRANSIENT_TLS_ERROR_CODES.has(code);
-  return PERMANENT_ERROR_CODES.has(code) || code.startsWith('CERT_');
+  return PERMANENT_ERROR_CODES.has(code) || code.startsWith('CERT_') || TLS_CONFIGURATION_FAILURE.test(code);
 }
 
-/** TLS failures of one connection, not of the configuration: the server's own fault, bytes damaged in transit. */
-const TRANSIENT_TLS_ERROR_CODES: ReadonlySet<string> = new Set([
-  'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR',
-  'ERR_SSL_SSLV3_ALERT_BAD_RECORD_MAC',
-  'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
-  'ERR_SSL_BAD_RECORD_MAC',
-]);
+/**
+ * TLS alerts and errors that repeat until a certificate, a CA or a protocol setting changes: a
+ * server that requires a client certificate answers with a handshake failure
+ * (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE` under Node 20's OpenSSL,
+ * `ERR_SSL_SSL/TLS_ALERT_HANDSHAKE_FAILURE` under Node 24's), no protocol version or cipher both
+ * sides take, a certificate refused.
+ */
+const TLS_CONFIGURATION_FAILURE =
+  /^ERR_SSL_(?:.*_ALERT_(?:HANDSHAKE_FAILURE|PROTOCOL_VERSION|UNKNOWN_CA|BAD_CERTIFICATE|CERTIFICATE_REQUIRED|CERTIFICATE_UNKNOWN|UNSUPPORTED_CERTIFICATE|CERTIFICATE_EXPIRED|CERTIFICATE_REVOKED|ACCESS_DENIED|INSUFFICIENT_SECURITY|UNRECOGNIZED_NAME)|NO_PROTOCOLS_AVAILABLE|UNSUPPORTED_PROTOCOL|NO_SHARED_CIPHER|NO_CIPHERS_AVAILABLE)$/;
 
 /** What to check, for errors whose own text does not say. */
 const HINTS: Readonly<Record<string, string>> = {

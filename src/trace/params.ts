@@ -254,13 +254,12 @@ function skipTemplate(src: string, i: number): number {
  */
 export function namedInputs(params: readonly ParamSpec[] | null, args: readonly unknown[]): Record<string, unknown> {
   const inputs: Record<string, unknown> = {};
-  const put = (key: string, value: unknown): void => {
-    Object.defineProperty(inputs, key, { value, enumerable: true, writable: true, configurable: true });
-  };
-  const declared = new Set(params?.map((spec) => spec.name));
+  const reserved = params === null ? undefined : positionalNamesOf(params);
   const positional = (index: number): string => {
+    // Without a declared `arg<n>`, `arg<index>` is free: earlier keys are declared names or lower indexes.
+    if (reserved === undefined) return `arg${index}`;
     let n = index;
-    while (declared.has(`arg${n}`) || Object.hasOwn(inputs, `arg${n}`)) n++;
+    while (reserved.has(`arg${n}`) || Object.hasOwn(inputs, `arg${n}`)) n++;
     return `arg${n}`;
   };
   let i = 0;
@@ -269,12 +268,30 @@ export function namedInputs(params: readonly ParamSpec[] | null, args: readonly 
       const spec = params[i]!;
       const key = spec.name ?? positional(i);
       if (spec.rest) {
-        put(key, args.slice(i));
+        setInput(inputs, key, args.slice(i));
         return inputs;
       }
-      put(key, args[i]);
+      setInput(inputs, key, args[i]);
     }
   }
-  for (; i < args.length; i++) put(positional(i), args[i]);
+  for (; i < args.length; i++) setInput(inputs, positional(i), args[i]);
   return inputs;
+}
+
+/** `inputs[key] = value`, also for `__proto__` (an own key, not the prototype). */
+function setInput(inputs: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(inputs, key, { value, enumerable: true, writable: true, configurable: true });
+  else inputs[key] = value;
+}
+
+const POSITIONAL_NAME = /^arg\d+$/;
+/** Per parameter list (each read once per traced function): its declared names that look positional. */
+const positionalNames = new WeakMap<readonly ParamSpec[], ReadonlySet<string> | undefined>();
+
+function positionalNamesOf(params: readonly ParamSpec[]): ReadonlySet<string> | undefined {
+  if (positionalNames.has(params)) return positionalNames.get(params);
+  const names = params.map((spec) => spec.name).filter((name): name is string => name !== null && POSITIONAL_NAME.test(name));
+  const reserved = names.length === 0 ? undefined : new Set(names);
+  positionalNames.set(params, reserved);
+  return reserved;
 }

@@ -77,13 +77,18 @@ function classify(key: string): boolean {
   return wordsAreSecret(wordsOf(camelWords)) || (acronymWords !== camelWords && wordsAreSecret(wordsOf(acronymWords)));
 }
 
-/** Lower-case words, a number at a word's end dropped (`password2`, `token1`, `apiKey2` name secrets too). */
+/**
+ * Lower-case words, numbers that end the key or a word dropped: `password2`, `token_1` and
+ * `apiKey2` name secrets as `password`, `token` and `apiKey` do.
+ */
 function wordsOf(text: string): string[] {
-  return text
+  const words = text
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .map((word) => word.replace(/([a-z])[0-9]+$/, '$1'))
     .filter((word) => word !== '');
+  while (words.length > 1 && /^[0-9]+$/.test(words[words.length - 1]!)) words.pop();
+  return words;
 }
 
 function wordsAreSecret(words: readonly string[]): boolean {

@@ -7,7 +7,8 @@
  * same object, so the caller gets back exactly the object the function returned (identity, other
  * methods and `instanceof` unchanged). Other async iterables (an SDK's `Stream` class with extra
  * methods) get their `[Symbol.asyncIterator]` patched on the instance; the first iterator taken
- * from it is the one observed. Every step runs inside the call's context, so spans started in the
+ * from it is the one observed (one that is its own iterator has its steps observed in place, as
+ * it may be read by calling `next()`). Every step runs inside the call's context, so spans started in the
  * generator body are children of the call. Web `ReadableStream`s are read through other methods
  * than iteration; web-streams.ts observes them.
  */
@@ -156,10 +157,37 @@ export function instrumentStream<T extends object>(
   return value;
 }
 
-/** Whether `next`/`return`/`throw` can all become own properties of `iterator` (a Proxy's traps aside). */
+/** Whether `next`/`return`/`throw` can all become own properties of `iterator`. Never throws. */
 function canPatchSteps(iterator: object): boolean {
-  if (!Object.isExtensible(iterator)) return false;
-  return (['next', 'return', 'throw'] as const).every((step) => Object.getOwnPropertyDescriptor(iterator, step)?.configurable ?? true);
+  try {
+    if (!Object.isExtensible(iterator)) return false;
+    return (['next', 'return', 'throw'] as const).every((step) => Object.getOwnPropertyDescriptor(iterator, step)?.configurable ?? true);
+  } catch {
+    return false; // a Proxy's trap threw
+  }
+}
+
+/** `[Symbol.asyncIterator]` of the async iterators the platform makes (`events.on`'s): it answers `this`. */
+const INTRINSIC_ASYNC_ITERATOR: unknown = (
+  Object.getPrototypeOf(Object.getPrototypeOf((async function* () {})())) as { [Symbol.asyncIterator]: unknown }
+)[Symbol.asyncIterator];
+
+/** A method whose whole body is `return this` (the usual hand-written self-iterator). */
+const RETURNS_THIS = /^[^{]*\{\s*return\s+this\s*;?\s*\}$/;
+
+/**
+ * Whether `iterable` is its own async iterator with a `next` step: its `[Symbol.asyncIterator]`
+ * is the platform's (which answers `this`) or a method whose body is `return this`, read from
+ * its source without calling it. Never throws.
+ */
+function isOwnAsyncIterator(iterable: object, asyncIterator: unknown): boolean {
+  try {
+    if (typeof (iterable as { next?: unknown }).next !== 'function') return false;
+    if (asyncIterator === INTRINSIC_ASYNC_ITERATOR) return true;
+    return typeof asyncIterator === 'function' && RETURNS_THIS.test(Function.prototype.toString.call(asyncIterator));
+  } catch {
+    return false; // a throwing `next` getter, a Proxy
+  }
 }
 
 /** `next`/`return`/`throw` (those it has) observed in place, as own properties of `iterator`. */
@@ -204,15 +232,23 @@ function heldBy(iterator: object, owner: object): object {
 }
 
 /**
- * Observe an async iterable through the first iterator taken from it. One that is an iterator
- * itself (`events.on`, a hand-written `{ next, [Symbol.asyncIterator]() { return this } }`) may
- * be read by calling its `next()` without `for await`: its steps are observed in place, and
- * `[Symbol.asyncIterator]` handing back the object itself is then left as it is.
+ * Observe an async iterable through the first iterator taken from it. One that is its own
+ * iterator (`events.on`, a hand-written `{ next, [Symbol.asyncIterator]() { return this } }`) may
+ * be read by calling its `next()` without `for await`: its steps are observed in place (with a
+ * `return` added when it has none, so that breaking out of `for await` still ends the call).
+ * Only an iterable whose `[Symbol.asyncIterator]` is known to answer the object itself counts:
+ * a `next()` of another kind (a MongoDB cursor's resolves a document or null) is no step.
  */
 function patchAsyncIterable(iterable: object, run: StreamRun): void {
   const original = (iterable as { [Symbol.asyncIterator]: IteratorMethod })[Symbol.asyncIterator];
-  const selfIterating = typeof (iterable as { next?: unknown }).next === 'function' && canPatchSteps(iterable);
-  if (selfIterating) patchSteps(iterable, run, true);
+  const selfIterating = isOwnAsyncIterator(iterable, original) && canPatchSteps(iterable);
+  if (selfIterating) {
+    patchSteps(iterable, run, true);
+    if (typeof (iterable as { return?: unknown }).return !== 'function') {
+      const stop = async (value?: unknown): Promise<IteratorResult<unknown>> => ({ done: true, value });
+      Object.defineProperty(iterable, 'return', { value: observedStep(run, stop, 'return', true, undefined), writable: true, configurable: true });
+    }
+  }
   let claimed = false;
   const patched = function (this: unknown): unknown {
     const iterator = context.with(run.ctx, original, this) as AsyncIterator<unknown>;

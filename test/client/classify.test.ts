@@ -261,10 +261,23 @@ describe('classify: errors', () => {
     'CERT_NOT_YET_VALID',
     'CERT_REVOKED',
     'ERR_SSL_WRONG_VERSION_NUMBER',
+    'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE',
+    'ERR_SSL_SSL/TLS_ALERT_HANDSHAKE_FAILURE',
+    'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+    'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION',
+    'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA',
+    'ERR_SSL_NO_PROTOCOLS_AVAILABLE',
   ])(
     '%s (no retry can fix it) is reject with status 0',
     (code) => {
       expect(classify({ error: socketError(code) }, context)).toMatchObject({ kind: 'reject', status: 0, code });
+    },
+  );
+
+  it.each(['ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC', 'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR', 'ERR_SSL_SSLV3_ALERT_UNEXPECTED_MESSAGE'])(
+    '%s (one connection gone wrong) is retried',
+    (code) => {
+      expect(classify({ error: socketError(code) }, context)).toMatchObject({ kind: 'retry' });
     },
   );
 });

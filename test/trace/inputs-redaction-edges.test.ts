@@ -47,8 +47,16 @@ describe('parameter names', () => {
 
 describe('redaction', () => {
   it('masks numbered secret keys (password2 of a sign-up form, apiKey2, token1)', () => {
-    const { value } = capture({ password: 'a', password2: 'b', apiKey2: 'c', token1: 'd', authToken2: 'e' }, policy);
-    expect(value).toEqual({ password: '[REDACTED]', password2: '[REDACTED]', apiKey2: '[REDACTED]', token1: '[REDACTED]', authToken2: '[REDACTED]' });
+    const { value } = capture({ password: 'a', password2: 'b', apiKey2: 'c', token1: 'd', authToken2: 'e', refresh_token_2: 'f', max_tokens_2: 3 }, policy);
+    expect(value).toEqual({
+      password: '[REDACTED]',
+      password2: '[REDACTED]',
+      apiKey2: '[REDACTED]',
+      token1: '[REDACTED]',
+      authToken2: '[REDACTED]',
+      refresh_token_2: '[REDACTED]',
+      max_tokens_2: 3,
+    });
   });
 
   it("masks header values given as a list of pairs (fetch's HeadersInit), as it does for Headers and Maps", () => {

@@ -144,6 +144,49 @@ describe('an async iterator that is its own iterable (events.on, timers/promises
   });
 });
 
+describe('async iterables with a next() that is not an iterator step', () => {
+  it("a MongoDB-style cursor (next() resolves a document or null) read with for await ends the call with its documents", async () => {
+    class Cursor {
+      constructor(private readonly docs: Array<{ n: number }>) {}
+      async next(): Promise<{ n: number } | null> {
+        return this.docs.shift() ?? null;
+      }
+      async *[Symbol.asyncIterator](): AsyncGenerator<{ n: number }> {
+        for (;;) {
+          const doc = await this.next();
+          if (doc === null) return;
+          yield doc;
+        }
+      }
+    }
+    const find = trace(function find() {
+      return new Cursor([{ n: 1 }, { n: 2 }]);
+    });
+    const seen: number[] = [];
+    for await (const doc of find()) seen.push(doc.n);
+    expect(seen).toEqual([1, 2]);
+    const span = tracing.span('find');
+    expect(span.status.code).not.toBe(2);
+    expect(jsonAttribute(span, 'output')).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
+  it('a self-iterator without return() ends its call as cancelled when for await breaks off', async () => {
+    const traced = trace(function counter() {
+      let i = 0;
+      return {
+        next: async () => ({ done: false, value: i++ }),
+        [Symbol.asyncIterator]() {
+          return this;
+        },
+      };
+    });
+    for await (const n of traced()) if (n >= 1) break;
+    const span = tracing.span('counter');
+    expect(span.attributes['callbridge.stream.end']).toBe('cancelled');
+    expect(jsonAttribute(span, 'output')).toEqual([0, 1]);
+  });
+});
+
 describe('thenables', () => {
   it('runs the work a lazy thenable does in its then inside the call: spans it starts are children', async () => {
     const child = trace(function runQuery() {

@@ -377,7 +377,7 @@ function convert(v: Value, to: ConvertTarget): Value {
 class Compiler {
   constructor(private readonly fields: FieldTable) {}
 
-  /** An operand used as a filter: a boolean SQL expression (NULL counts as false). */
+  /** An operand used as a filter: a boolean SQL expression (NULL is unknown: it selects nothing, and `$not` keeps it unknown). */
   condition(node: Operand): SqlFragment {
     switch (node.kind) {
       case 'and':
