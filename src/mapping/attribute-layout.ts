@@ -32,6 +32,8 @@ export interface AttributeLayout {
   readonly nodes: readonly LayoutNode[];
   /** Some dotted key was kept flat (a collision), as `AttributeTree.hasFlatKeys`. */
   readonly hasFlatKeys: boolean;
+  /** Unflattening these keys notes something (a key of too many segments): the object path writes the note. */
+  readonly hasNotes: boolean;
 }
 
 /** A span's attributes in a layout: the shape, and the values by attribute position. */
@@ -69,9 +71,9 @@ let cachedKeys = 0;
 
 /**
  * The span's attributes laid out, or undefined when there are too many of them for a layout, or
- * a JSON text nested too deep to parse (rare: `unflattenAttributes` keeps it as text and notes
- * it, which the object path writes). Values are converted exactly as `unflattenAttributes`
- * converts them.
+ * a JSON text nested too deep to parse or a key of too many segments (rare: `unflattenAttributes`
+ * keeps those as text or flat and notes it, which the object path writes). Values are converted
+ * exactly as `unflattenAttributes` converts them.
  *
  * @example
  * const laidOut = layOut({ 'gen_ai.system': 'openai', 'input.value': '[1]' });
@@ -96,6 +98,7 @@ export function layOut(attributes: Readonly<Record<string, unknown>> | undefined
     }
   }
   const layout = node?.layout ?? remember(attributes);
+  if (layout.hasNotes) return undefined;
   return { layout, values, jsonTexts };
 }
 
@@ -171,7 +174,7 @@ export function compileLayout(keys: readonly string[]): AttributeLayout {
     return index;
   };
   addNode(tree.root);
-  return { keyCount: keys.length, nodes, hasFlatKeys: tree.hasFlatKeys };
+  return { keyCount: keys.length, nodes, hasFlatKeys: tree.hasFlatKeys, hasNotes: tree.notes !== undefined };
 }
 
 function memberPrefix(name: string, index: number): Uint8Array {

@@ -29,6 +29,7 @@ export function buildOtelDump(
   attributes: AttributeTree,
   startTime: string,
   endTime: string,
+  notes: string[],
 ): Record<string, unknown> {
   return {
     name: span.name,
@@ -39,7 +40,7 @@ export function buildOtelDump(
     end_time: endTime,
     status: { code: span.status.code, message: span.status.message ?? '' },
     attributes: attributes.root,
-    events: span.events.length === 0 ? [] : span.events.map(dumpEvent),
+    events: span.events.length === 0 ? [] : span.events.map((event, index) => dumpEventNoting(event, index, notes)),
     links: span.links.length === 0 ? [] : span.links.map(dumpLink),
     resource: dumpResource(span.resource),
     scope: { name: span.scope.name, version: scopeVersion(span.scope) },
@@ -55,11 +56,30 @@ export function scopeVersion(scope: SpanInput['scope']): string | null {
   return scope.version || null;
 }
 
-/** One entry of `otel_dump.events`. */
+/** One entry of `otel_dump.events`. Throws for a time that cannot be written. */
 export function dumpEvent(event: SpanEventInput): Record<string, unknown> {
+  return eventDump(event, hrTimeToIso(event.time));
+}
+
+/**
+ * One entry of `otel_dump.events`; a time that cannot be written (`addEvent` given an invalid
+ * Date) is null, and noted, so the span's other events and its dump are kept.
+ */
+function dumpEventNoting(event: SpanEventInput, index: number, notes: string[]): Record<string, unknown> {
+  let timestamp: string | null;
+  try {
+    timestamp = hrTimeToIso(event.time);
+  } catch (error) {
+    notes.push(`otel_dump.events[${index}].timestamp: ${error instanceof Error ? error.message : String(error)}`);
+    timestamp = null;
+  }
+  return eventDump(event, timestamp);
+}
+
+function eventDump(event: SpanEventInput, timestamp: string | null): Record<string, unknown> {
   return {
     name: event.name,
-    timestamp: hrTimeToIso(event.time),
+    timestamp,
     attributes: unflattenAttributes(event.attributes).root,
     dropped_attributes_count: event.droppedAttributesCount ?? 0,
   };

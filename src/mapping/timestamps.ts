@@ -16,10 +16,16 @@ const TWO_DIGITS: readonly string[] = Array.from({ length: 100 }, (_, n) => (n <
 let cachedDay = Number.NaN;
 let cachedDayPrefix = '';
 
+/** First second of year 1 and of year 10000 (UTC): the service's timestamps are years 0001-9999. */
+const MIN_SECONDS = -62_135_596_800;
+const END_SECONDS = 253_402_300_800;
+
 /**
  * Formats a span time as ISO 8601 UTC with exactly six fraction digits. Sub-microsecond digits are
  * cut, not rounded, so a time never moves past the next microsecond. Throws a `RangeError` for a
- * time that is not a finite number pair (the mapping catches it and notes it).
+ * time that is not a finite number pair, or falls outside years 0001-9999, which the service
+ * refuses (a start time given in microseconds where the SDK takes milliseconds lands in year
+ * 57974); the mapping catches it and notes it.
  *
  * @example
  * hrTimeToIso([1767323045, 123456789]); // '2026-01-02T03:04:05.123456Z'
@@ -39,6 +45,9 @@ export function hrTimeToIso(time: HrTime): string {
     const carry = Math.floor(nanos / NANOS_PER_SECOND);
     seconds += carry;
     nanos -= carry * NANOS_PER_SECOND;
+  }
+  if (seconds < MIN_SECONDS || seconds >= END_SECONDS) {
+    throw new RangeError(`span time [${String(time[0])}, ${String(time[1])}] is outside years 0001-9999`);
   }
   const day = Math.floor(seconds / SECONDS_PER_DAY);
   let secondOfDay = seconds - day * SECONDS_PER_DAY;
@@ -80,8 +89,7 @@ function datePrefix(day: number): string {
   const dayOfMonth = dayOfYear - Math.floor((153 * monthFromMarch + 2) / 5) + 1;
   const month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9;
   const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0);
-  const yearText = year >= 0 && year <= 9999 ? String(year).padStart(4, '0') : String(year);
-  cachedDayPrefix = `${yearText}-${TWO_DIGITS[month]}-${TWO_DIGITS[dayOfMonth]}T`;
+  cachedDayPrefix = `${String(year).padStart(4, '0')}-${TWO_DIGITS[month]}-${TWO_DIGITS[dayOfMonth]}T`;
   cachedDay = day;
   return cachedDayPrefix;
 }

@@ -38,7 +38,8 @@ export function toCallParts(span: SpanInput | ReadableSpan, projectId: string): 
   const input = withLowercaseIds(asSpanInput(span, notes));
   const id = text(input.spanId);
   const startedAt = formatTime(input.startTime, 'start time', notes);
-  const endedAt = formatTime(input.endTime, 'end time', notes);
+  // An end that cannot be written ends the call where it started, not before (the epoch).
+  const endedAt = formatTime(input.endTime, 'end time', notes, startedAt);
 
   let opName: string;
   try {
@@ -66,7 +67,7 @@ export function toCallParts(span: SpanInput | ReadableSpan, projectId: string): 
 
   let otelDump: Record<string, unknown> | undefined;
   try {
-    otelDump = buildOtelDump(input, tree, startedAt, endedAt);
+    otelDump = buildOtelDump(input, tree, startedAt, endedAt, notes);
   } catch (error) {
     notes.push(`otel_dump: ${describe(error)}`);
   }
@@ -173,12 +174,12 @@ export function readSpan(span: ReadableSpan, notes: string[]): SpanInput {
   }
 }
 
-function formatTime(time: HrTime, label: string, notes: string[]): string {
+function formatTime(time: HrTime, label: string, notes: string[], fallback = EPOCH): string {
   try {
     return hrTimeToIso(time);
   } catch (error) {
     notes.push(`${label}: ${describe(error)}`);
-    return EPOCH;
+    return fallback;
   }
 }
 

@@ -13,9 +13,21 @@ import { parseJsonText, TooDeepJsonText } from './json-text.js';
 export interface AttributeTree {
   readonly root: Record<string, unknown>;
   readonly hasFlatKeys: boolean;
-  /** What could not be mapped as the rule says (JSON text kept as text), for the call's note. */
+  /**
+   * What could not be mapped as the rule says (JSON text kept as text, a key of too many segments
+   * kept flat), for the call's note.
+   */
   readonly notes?: readonly string[] | undefined;
 }
+
+/**
+ * Most dot-separated segments a key is unflattened into: each is a level of nesting, and a stored
+ * call nests at most MAX_JSON_DEPTH (500) levels (the server refuses deeper values, and
+ * `JSON.stringify` overflows the stack on thousands). 256, with the 3 levels above attributes in
+ * `otel_dump` and the 64 of an attribute's own nested lists, stays well within it. A longer key
+ * is kept flat, under its whole dotted text, and noted.
+ */
+export const MAX_KEY_SEGMENTS = 256;
 
 /**
  * Unflattens one attribute set. Values are converted to JSON first ({@link toJsonValue}); a string
@@ -38,10 +50,17 @@ export function unflattenAttributes(attributes: Readonly<Record<string, unknown>
         (notes ??= []).push(value.note);
         value = value.text;
       }
-      builder.insert(key, value);
+      if (!builder.insert(key, value)) {
+        (notes ??= []).push(`${quoteKey(key)}: a key of more than ${MAX_KEY_SEGMENTS} dot-separated parts, kept flat`);
+      }
     }
   }
   return { root: builder.root, hasFlatKeys: builder.hasFlatKeys, notes };
+}
+
+/** A key as a note quotes it: long ones cut. */
+function quoteKey(key: string): string {
+  return key.length <= 80 ? key : `${key.slice(0, 80)}... (${key.length} characters)`;
 }
 
 // Spans of one instrumentation repeat the same keys. Splitting a key once and reusing its
@@ -72,11 +91,16 @@ class TreeBuilder {
   // dotted keys took over half a second).
   private readonly branches = new Set<object>();
 
-  insert(key: string, value: unknown): void {
+  /** Place one attribute; false when its key has too many segments and was kept flat. */
+  insert(key: string, value: unknown): boolean {
     const segments = keySegments(key);
     if (segments === undefined) {
       this.place(this.root, key, key, value);
-      return;
+      return true;
+    }
+    if (segments.length > MAX_KEY_SEGMENTS) {
+      this.keepFlat(key, value);
+      return false;
     }
     let node = this.root;
     const lastIndex = segments.length - 1;
@@ -89,7 +113,7 @@ class TreeBuilder {
         if (Object.hasOwn(node, segment)) {
           // The path runs into a value placed by a shorter key.
           this.keepFlat(key, value);
-          return;
+          return true;
         }
         child = undefined; // inherited (`constructor`, `toString`): not an attribute
       }
@@ -104,6 +128,7 @@ class TreeBuilder {
     }
     if (fresh) setOwn(node, segments[lastIndex]!, value);
     else this.place(node, segments[lastIndex]!, key, value);
+    return true;
   }
 
   private place(node: Record<string, unknown>, name: string, key: string, value: unknown): void {
