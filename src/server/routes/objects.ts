@@ -1,8 +1,10 @@
 /**
  * `/obj/create`, `/obj/read`, `/objs/query` (SPEC §2.2) and `/obj/delete`: schema-validated
- * bodies, the project authorized, then one store call.
+ * bodies, the project authorized, then one store call. An object's value is digested and kept as
+ * Python's text of it as the body spelled it (digest-bodies.ts).
  */
 import type { RouteModule } from '../context.js';
+import { objectValueText, readObjCreateBody } from '../digest-bodies.js';
 import { createObjectStore } from '../store/objects.js';
 import {
   ObjCreateReqSchema,
@@ -24,7 +26,7 @@ export const objectsRoutes: RouteModule = (app, ctx) => {
 
   app.post<{ Body: ObjCreateReq }>(
     '/obj/create',
-    { schema: { body: ObjCreateReqSchema } },
+    { schema: { body: ObjCreateReqSchema }, config: { readBodyVerbatim: readObjCreateBody } },
     async (request): Promise<ObjCreateRes> => {
       const { obj } = request.body;
       // The writer is whoever authenticated: a `wb_user_id` in the body is ignored.
@@ -33,6 +35,7 @@ export const objectsRoutes: RouteModule = (app, ctx) => {
         projectId: obj.project_id,
         objectId: obj.object_id,
         val: obj.val,
+        valText: objectValueText(obj),
         builtinObjectClass: obj.builtin_object_class,
         wbUserId,
       });

@@ -1,12 +1,12 @@
 /**
  * Tables (the hosted service's `table/*`, which its SDKs use for datasets): schema-validated
  * bodies, the project authorized, then one store call. Rows are read with the text they arrived
- * as (table-bodies.ts), since their digests depend on it.
+ * as (digest-bodies.ts), since their digests depend on it.
  */
 import type { RouteModule } from '../context.js';
 import { pagedText } from '../paged-text.js';
 import { createTableStore, type TableQuery, type TableUpdate } from '../store/tables.js';
-import { readTableCreateBody, readTableUpdateBody, rowText } from '../table-bodies.js';
+import { readTableCreateBody, readTableUpdateBody, rowText } from '../digest-bodies.js';
 import {
   TableCreateFromDigestsReqSchema,
   TableCreateReqSchema,

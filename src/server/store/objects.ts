@@ -23,6 +23,12 @@ export interface ObjectInsert {
   readonly projectId: string;
   readonly objectId: string;
   readonly val: unknown;
+  /**
+   * Python's `json.dumps` of `val` as the body spelled it (digest-bodies.ts), which the digest is
+   * over and the store keeps: `1.0` stays a float, a big integer exact. Without it (or with a
+   * `builtinObjectClass`, which adds members), the text is written from `val`.
+   */
+  readonly valText?: string | undefined;
   readonly builtinObjectClass?: string | null | undefined;
   /** The username that writes it. */
   readonly wbUserId: string;
@@ -192,9 +198,10 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
   return {
     create(insert) {
       const val = withBuiltinClass(insert.val, insert.builtinObjectClass);
-      const canonical = canonicalText(val);
+      const sourceText = val === insert.val ? insert.valText : undefined;
+      const canonical = sourceText ?? canonicalText(val);
       const digest = digestOfText(canonical);
-      const stored = JSON.stringify(val);
+      const stored = sourceText ?? JSON.stringify(val);
       const classes = classify(val);
       // Immediate: it reads (the digest, the next version) before it writes.
       storeVersion.immediate({

@@ -174,10 +174,12 @@ function readRows(
     if (texts === null) throw new NotFoundError(`Table ${quote(tableDigest)} not found in project ${quote(projectId)}`);
     for (const walk of waiting) {
       const rowDigest = (walk.pending as { rowDigest: string }).rowDigest;
+      // Checked for every ref, also when another ref of the batch read the row through another
+      // table: one ref's answer never depends on the others.
+      const text = texts.get(rowDigest);
+      if (text === undefined) throw new NotFoundError(`Row ${quote(rowDigest)} not found in table ${quote(tableDigest)}`);
       const key = JSON.stringify([projectId, rowDigest]);
       if (!cache.has(key)) {
-        const text = texts.get(rowDigest);
-        if (text === undefined) throw new NotFoundError(`Row ${quote(rowDigest)} not found in table ${quote(tableDigest)}`);
         charge(text.length);
         cache.set(key, new RowText(text));
       }

@@ -1,6 +1,6 @@
 /**
  * A stored table row's text, navigated by refs that read values inside the row. The text is the
- * row as its digest hashes it (Python's `json.dumps`, `table-bodies.ts`), so a value answered from
+ * row as its digest hashes it (Python's `json.dumps`, `digest-bodies.ts`), so a value answered from
  * it keeps its number spelling (`1.0`, integers past 2^53), which a parse into JavaScript changes;
  * and the row is never parsed whole.
  *

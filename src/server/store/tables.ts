@@ -5,7 +5,7 @@
  *
  * Digests, as the service computes them (`weave/shared/digest.py`): a row's is the service digest
  * (SHA-256, base64url, `-`->`X`, `_`->`Y`) of Python's `json.dumps(row, sort_keys=True)` text, which the caller
- * hands in (table-bodies.ts); a table's is the lowercase hex SHA-256 of its row digests
+ * hands in (digest-bodies.ts); a table's is the lowercase hex SHA-256 of its row digests
  * concatenated.
  */
 import { createHash } from 'node:crypto';

@@ -1,14 +1,17 @@
 /**
- * Bodies of `/table/create` and `/table/update`, read so that each row keeps the text it arrived
- * as: a row's digest is over Python's `json.dumps` of the row as the hosted service parsed it
- * (python-json.ts), which the number spelling decides (`1.0` is a float there), and that is gone
- * once the body is a JavaScript value.
+ * Bodies of `/table/create`, `/table/update` and `/obj/create`, read so that each table row and
+ * object value keeps the text it arrived as: their digests are over Python's `json.dumps` of the
+ * value as the hosted service parsed it (python-json.ts), which the number spelling decides
+ * (`1.0` is a float there, an integer past 2^53 stays exact), and that is gone once the body is a
+ * JavaScript value. The Python SDK computes an object's digest itself, the same way, and refers
+ * to the object by it.
  *
  * The readers plug into the app's JSON parser (`readBodyVerbatim`): they parse the body as the
- * parsed path does (`JSON.parse`), then note where each row's text starts, keyed by the row's
- * parsed object. Schema validation and the route then run as for any body; `rowText` turns a
- * row into its Python text, from the noted source when there is one. A body `JSON.parse` refuses
- * is answered null and takes the parsed path, which gives its usual 400.
+ * parsed path does (`JSON.parse`), then note where each value's text starts, keyed by the parsed
+ * object that holds it (a row itself; an object's `obj`). Schema validation and the route then
+ * run as for any body; `rowText` and `objectValueText` turn a value into its Python text, from
+ * the noted source when there is one. A body `JSON.parse` refuses is answered null and takes the
+ * parsed path, which gives its usual 400.
  */
 import { utf8BodyText } from './json-body-text.js';
 import { BadRequestError } from './errors.js';
@@ -21,8 +24,8 @@ interface RowSource {
   readonly start: number;
 }
 
-/** Where each row of a body read here came from; entries go with the body they belong to. */
-const rowSources = new WeakMap<object, RowSource>();
+/** Where each value of a body read here came from, by its holder; entries go with the body they belong to. */
+const valueSources = new WeakMap<object, RowSource>();
 
 /** Reader of `/table/create` bodies: `{"table": {"rows": [row, ...]}}`. */
 export function readTableCreateBody(bytes: Buffer): object | null {
@@ -31,6 +34,15 @@ export function readTableCreateBody(bytes: Buffer): object | null {
     const starts = table === undefined ? undefined : rowStartsOf(source, table);
     const rows = isRecord(body) && isRecord(body.table) ? body.table.rows : undefined;
     if (starts !== undefined && Array.isArray(rows)) note(rows, starts);
+  });
+}
+
+/** Reader of `/obj/create` bodies: `{"obj": {..., "val": value}}` (the source is noted on `obj`). */
+export function readObjCreateBody(bytes: Buffer): object | null {
+  return readNotingRows(bytes, (source, body, note) => {
+    const objAt = memberStart(source, skipWhitespace(source, 0), 'obj');
+    const valAt = objAt === undefined ? undefined : memberStart(source, objAt, 'val');
+    if (valAt !== undefined && isRecord(body) && isRecord(body.obj)) note([body.obj], [valAt]);
   });
 }
 
@@ -59,11 +71,25 @@ export function readTableUpdateBody(bytes: Buffer): object | null {
  * @throws BadRequestError naming `where` for a row nested too deeply or holding a number past the float range.
  */
 export function rowText(row: Record<string, unknown>, where: string): string {
-  const noted = rowSources.get(row);
+  return pythonText(row, row, `Invalid row at ${where}`);
+}
+
+/**
+ * The Python `json.dumps` text of `obj.val` of an `/obj/create` body read here (from its source
+ * text), or of any other (from its JavaScript value).
+ * @throws BadRequestError for a value nested too deeply or holding a number past the float range.
+ */
+export function objectValueText(obj: { readonly val: unknown }): string {
+  return pythonText(obj, obj.val, 'Invalid object value');
+}
+
+/** Python text of `value`, from the source noted on `holder` when there is one. */
+function pythonText(holder: object, value: unknown, invalid: string): string {
+  const noted = valueSources.get(holder);
   try {
-    return noted === undefined ? canonicalJson(row) : pythonDumpsAt(noted.source, noted.start);
+    return noted === undefined ? canonicalJson(value) : pythonDumpsAt(noted.source, noted.start);
   } catch (error) {
-    if (error instanceof CanonicalJsonError) throw new BadRequestError(`Invalid row at ${where}: ${error.message}`);
+    if (error instanceof CanonicalJsonError) throw new BadRequestError(`${invalid}: ${error.message}`);
     throw error;
   }
 }
@@ -82,7 +108,7 @@ function readNotingRows(bytes: Buffer, locate: (source: string, body: unknown, n
   const note: Note = (rows, starts) => {
     if (rows.length !== starts.length) return;
     rows.forEach((row, index) => {
-      if (typeof row === 'object' && row !== null) rowSources.set(row, { source, start: starts[index] as number });
+      if (typeof row === 'object' && row !== null) valueSources.set(row, { source, start: starts[index] as number });
     });
   };
   // The body parsed, so its text is valid JSON and locating cannot fail; were it to, the rows
