@@ -821,8 +821,9 @@ class QueueBatcher<T> implements Batcher<T> {
           // is cut to end at it, for one last attempt there, instead of giving up now: with a
           // Retry-After longer than maxRetryMs, that would be after a single request.
           attemptedAtDeadline = delay >= left;
-          this.#retried += 1;
           await this.#backOff(Math.min(delay, left));
+          // Counted as the request goes out again: a shutdown that ends the wait sends nothing.
+          if (!this.#abort.signal.aborted) this.#retried += 1;
           continue;
         }
         case 'split': {
@@ -1163,11 +1164,12 @@ class TimeSlicer {
 
 /**
  * Resolve true when `promise` settles within `ms`, false otherwise. The timer is unref'd unless
- * `holdProcess`: then it keeps the process alive for at most `ms`.
+ * `holdProcess`: then it keeps the process alive for at most `ms`. A wait past the longest timer
+ * Node keeps (2^31 - 1 ms, about 24.8 days) is that long: Node would fire a longer one at once.
  */
 export function settleWithin(promise: Promise<unknown>, ms: number, holdProcess = false): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
+    const timer = setTimeout(() => resolve(false), Math.min(ms, LONGEST_TIMER_MS));
     if (!holdProcess) timer.unref?.();
     promise.then(
       () => {
@@ -1181,6 +1183,9 @@ export function settleWithin(promise: Promise<unknown>, ms: number, holdProcess 
     );
   });
 }
+
+/** The longest delay `setTimeout` keeps (a longer one fires after 1 ms, with a warning). */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 const COMMA = 0x2c;
 
