@@ -71,7 +71,9 @@ async function runDemo(client, tracing) {
   console.log(`trace ${root.trace_id}, thread ${threadId}: ${calls.length} calls`);
   for (const line of formatTree(calls)) console.log(`  ${line}`);
   console.log(`  total: ${formatTotals(calls)}`);
-  const { kind, ...custom } = root.attributes; // kind comes from trace(); the rest from setCallAttributes
+  // kind comes from trace(), otel_span is the span as received (the server answers it, as the
+  // service does); the rest from setCallAttributes.
+  const { kind, otel_span: span, ...custom } = root.attributes;
   console.log(`  ${root.op_name} attributes: ${JSON.stringify(custom)}\n`);
 
   // 4. Feedback on the answer, then everything recorded for it.

@@ -27,7 +27,7 @@ const HAS_ERROR_COUNT_SQL = `CASE json_type(c.summary, '$.status_counts.error')
  * as having no error counts instead of failing all of them with "malformed JSON".
  */
 export const STATUS_SQL = `(CASE
-  WHEN c.exception IS NOT NULL THEN 'error'
+  WHEN c.exception IS NOT NULL AND c.exception <> '' THEN 'error'
   WHEN c.ended_at IS NULL THEN 'running'
   WHEN CASE WHEN json_valid(c.summary) THEN ${HAS_ERROR_COUNT_SQL} END THEN 'descendant_error'
   ELSE 'success' END)`;

@@ -223,6 +223,8 @@ export type CallRow = Omit<Call, JsonTextFields | 'deleted_at' | 'storage_size_b
   inputs: string;
   output: string | null;
   summary: string | null;
+  /** The span as received (SPEC §3), JSON text; answered as `attributes.otel_span`. */
+  otel_dump: string | null;
   storage_size_bytes: number;
   status: string;
   latency_ms: number | null;
@@ -299,7 +301,8 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   put('id', str(row.id));
   put('project_id', str(row.project_id));
   put('op_name', str(row.op_name));
-  put('display_name', str(row.display_name));
+  // An empty name is none, as the service reads it (`empty_str_to_none`).
+  put('display_name', str(row.display_name === '' ? null : row.display_name));
   put('trace_id', str(row.trace_id));
   put('parent_id', str(row.parent_id));
   put('thread_id', str(row.thread_id));
@@ -307,7 +310,7 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   put('started_at', str(row.started_at));
   put('ended_at', str(row.ended_at));
   put('deleted_at', 'null'); // deleted calls are never returned
-  put('attributes', row.attributes, '{}');
+  put('attributes', withOtelSpan(row.attributes, row.otel_dump), '{}');
   put('inputs', row.inputs, '{}');
   put('output', row.output ?? 'null');
   // As in the hosted service, feedback brings `summary` even when `columns` leaves it out.
@@ -320,6 +323,17 @@ export function callToJson(row: CallRow, options: CallJsonOptions): string {
   put('storage_size_bytes', options.includeStorageSize ? num(row.storage_size_bytes) : 'null');
   put('total_storage_size_bytes', options.includeTotalStorageSize ? num(row.total_storage_size_bytes) : 'null');
   return `{${parts.join(',')}}`;
+}
+
+/**
+ * The stored attributes with the call's `otel_dump` as `otel_span`, as the service answers them
+ * ("clients expect it": its UI and SDKs read an OTel call's span there). Spliced into the text:
+ * stored JSON texts have no whitespace, so `{}` is the empty object, and an `otel_span` the
+ * attributes held already is overridden (a JSON reader keeps the last of repeated keys).
+ */
+function withOtelSpan(attributes: string, otelDump: string | null): string {
+  if (otelDump === null) return attributes;
+  return attributes === '{}' ? `{"otel_span":${otelDump}}` : `${attributes.slice(0, -1)},"otel_span":${otelDump}}`;
 }
 
 function summaryJson(row: CallRow, options: CallJsonOptions): string {

@@ -106,10 +106,14 @@ const assignments = (columns: readonly string[]): string =>
     .map((c) => (c === 'display_name' ? START_DISPLAY_NAME : `${c} = excluded.${c}`))
     .join(', ');
 
-// A row without its start part that holds a display name got it from `call/update` (an end part
-// carries none): the rename came after the call began, so the start arriving late does not undo it.
-const START_DISPLAY_NAME =
-  'display_name = CASE WHEN calls.has_start = 0 AND calls.display_name IS NOT NULL THEN calls.display_name ELSE excluded.display_name END';
+// A part without a display name keeps the one the call has (a start written again after
+// `call/update` renamed it: the service keeps the latest name given, NULLs aside). A row without
+// its start part that holds a display name got it from `call/update` (an end part carries none):
+// the rename came after the call began, so the start arriving late does not undo it.
+const START_DISPLAY_NAME = `display_name = CASE
+  WHEN excluded.display_name IS NULL THEN calls.display_name
+  WHEN calls.has_start = 0 AND calls.display_name IS NOT NULL THEN calls.display_name
+  ELSE excluded.display_name END`;
 
 // The start part's writer owns wb_user_id; an end that arrives first fills it until then.
 const UPSERT_START_SQL = `
@@ -152,7 +156,7 @@ function safeInteger(column: string): string {
 /** What every read selects, named as `CallRow` expects. */
 const CALL_COLUMNS_SQL = `c.id, c.project_id, c.op_name, c.display_name, c.trace_id, c.parent_id,
   c.thread_id, c.turn_id, c.started_at, c.ended_at, c.attributes, c.inputs, c.output, c.summary,
-  c.exception, c.wb_user_id, c.wb_run_id, ${safeInteger('c.wb_run_step')} AS wb_run_step,
+  c.exception, c.otel_dump, c.wb_user_id, c.wb_run_id, ${safeInteger('c.wb_run_step')} AS wb_run_step,
   ${safeInteger('c.wb_run_step_end')} AS wb_run_step_end,
   ${STORAGE_SIZE_SQL} AS storage_size_bytes, ${STATUS_SQL} AS status, ${LATENCY_SQL} AS latency_ms`;
 
