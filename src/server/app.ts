@@ -3,6 +3,8 @@
  * the route modules of `routes/index.ts`, and the one error handler that turns every failure into
  * a body of SPEC §2.5. Nothing else lives here: routes are in `routes/`, storage in `store/`.
  */
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { SqliteDatabase } from './store/sqlite.js';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { authorizeUserForProject, createAuthenticator } from './auth.js';
@@ -88,6 +90,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
       // The generic reply type of this hook cannot name a status or body; it is an ordinary reply.
       void (reply as FastifyReply).code(400).type('application/json; charset=utf-8').send({ reason });
     },
+    clientErrorHandler: answerClientError,
   });
   // The service answers bodies that break a schema with 422, not by silently fixing them (no
   // coercion, no stripping of unknown keys), listing every error of an ordinary body and the
@@ -104,12 +107,20 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   app.addHook('onRequest', async (request: FastifyRequest) => {
     if (request.routeOptions.config.public === true) return;
+    // Node keeps the first of repeated Authorization headers: which one a proxy in front checked
+    // is then anyone's guess, so such a request is refused.
+    if (request.headers.authorization !== undefined && repeatsHeader(request.raw.rawHeaders, 'authorization')) {
+      throw new BadRequestError('More than one Authorization header');
+    }
     const user = authenticate(request.headers.authorization);
     if (user === null) throw new HttpError(401, 'Unauthorized');
     request.callbridgeUser = user;
   });
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+  answerExpectContinue(app, authenticate, options.maxBodyBytes);
+
+  app.setErrorHandler((raised: FastifyError, request, reply) => {
+    const error = busyDatabaseError(raised) ?? raised;
     const { status, body } = toErrorResponse(error, request);
     if (status >= 500) request.log.error({ err: error }, 'internal error');
     if (status === 401) {
@@ -125,7 +136,10 @@ export function buildApp(options: AppOptions): FastifyInstance {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ reason: `Not found: ${request.method} ${request.url.split('?')[0]}` });
+    // The path quoted, but never at any length (a client may send a path of many KB).
+    const path = request.url.split('?')[0] as string;
+    const shown = path.length <= MAX_QUOTED_PATH ? path : `${path.slice(0, MAX_QUOTED_PATH)}... (${path.length} characters)`;
+    void reply.code(404).send({ reason: `Not found: ${request.method} ${shown}` });
   });
 
   // One pool for every streamed answer, so maxConcurrentStreams bounds them all. Closing it
@@ -179,7 +193,13 @@ function replaceJsonParserWithStrictUtf8(app: FastifyInstance, maxBodyBytes: num
         return;
       }
     }
-    parseJsonText(request, utf8BodyText(bytes), done);
+    const text = utf8BodyText(bytes);
+    // One leading byte order mark is ignored (RFC 8259 §8.1); Fastify's parser would drop a second.
+    if (text.charCodeAt(0) === BYTE_ORDER_MARK) {
+      done(new BadRequestError('Malformed JSON body: more than one byte order mark'), undefined);
+      return;
+    }
+    parseJsonText(request, text, done);
   };
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
@@ -227,6 +247,96 @@ const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: strin
  * Map any error to its status and body. Known errors carry their own reason; anything else is a
  * bug and gets a fixed 500 body, so stack traces, SQL and paths never reach a client.
  */
+/**
+ * Errors Node's HTTP parser raises before a request exists (a body that stalls past
+ * `requestTimeout`, a malformed request line or chunked framing, headers past Node's size limit):
+ * answered with a SPEC §2.5 body, `{"reason": ...}`, as every other error (Fastify's own has none),
+ * then the connection closed, as Node does.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request timeout: the request did not arrive whole in time']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request header fields too large']
+        : [400, 'Malformed HTTP request'];
+  const body = JSON.stringify({ reason });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
+}
+
+/**
+ * A request with `Expect: 100-continue` (curl's, for larger uploads) waits for `100 Continue`
+ * before it sends its body. Node answers it before any hook runs, so a client without valid
+ * credentials, or declaring a body past `maxBodyBytes`, was invited to upload what would be
+ * refused: it gets its 401 or 413 at once instead, the connection closed; anyone else is invited
+ * and the request goes on as usual.
+ */
+function answerExpectContinue(app: FastifyInstance, authenticate: (header: string | undefined) => ServerUser | null, maxBodyBytes: number): void {
+  app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    const declared = Number(request.headers['content-length']);
+    const refusal: [number, string] | undefined =
+      Number.isFinite(declared) && declared > maxBodyBytes
+        ? [413, 'Request too large']
+        : authenticate(request.headers.authorization) === null
+          ? [401, 'Unauthorized']
+          : undefined;
+    if (refusal === undefined) {
+      response.writeContinue();
+      app.server.emit('request', request, response);
+      return;
+    }
+    const [status, reason] = refusal;
+    const body = JSON.stringify({ reason });
+    response.writeHead(status, {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': Buffer.byteLength(body),
+      Connection: 'close',
+      ...(status === 401 ? { 'WWW-Authenticate': WWW_AUTHENTICATE } : {}),
+    });
+    response.end(body);
+  });
+}
+
+const BYTE_ORDER_MARK = 0xfeff;
+
+/** Whether `name` (lower case) appears more than once among raw headers (name, value, name, ...). */
+function repeatsHeader(rawHeaders: readonly string[], name: string): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if ((rawHeaders[i] as string).toLowerCase() === name && ++seen > 1) return true;
+  }
+  return false;
+}
+
+/** Longest part of an unknown path a 404 quotes. */
+const MAX_QUOTED_PATH = 200;
+
+/** SQLite's result codes for a database another connection holds (SQLITE_BUSY, SQLITE_LOCKED). */
+const BUSY_RESULT_CODES: ReadonlySet<number> = new Set([5, 6]);
+
+/**
+ * A 503 for a write that could not get the database within the driver's busy timeout (another
+ * process writes the same file: a second server, a long table import): the database frees by
+ * itself, so the client retries after a second, instead of a 500 that reads as a bug.
+ * better-sqlite3 names it by `code` (`SQLITE_BUSY`, `SQLITE_BUSY_SNAPSHOT`...), node:sqlite by
+ * its numeric `errcode` (the primary code in the low byte).
+ */
+function busyDatabaseError(error: unknown): ServiceUnavailableError | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { code, errcode } = error as { code?: unknown; errcode?: unknown };
+  const busy =
+    (typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'))) ||
+    (code === 'ERR_SQLITE_ERROR' && typeof errcode === 'number' && BUSY_RESULT_CODES.has(errcode & 0xff));
+  return busy ? new ServiceUnavailableError('The database is busy with another writer; retry shortly', 1) : undefined;
+}
+
 function toErrorResponse(error: unknown, request: FastifyRequest): { status: number; body: object } {
   if (error instanceof ValidationError) return { status: 422, body: { detail: error.detail.map(boundInput) } };
   if (error instanceof HttpError) {

@@ -5,6 +5,7 @@
  * length, so neither the content nor the length of a guess leaks through timing, and every
  * configured user is compared on every request (no early exit on the first match).
  */
+import { isUtf8 } from 'node:buffer';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerUser } from './context.js';
 import { BadRequestError, HttpError } from './errors.js';
@@ -60,6 +61,9 @@ function parseBasic(authorization: string | undefined): { username: string; pass
   // Node's decoder stops at the first `=` and skips what it cannot read; only the canonical
   // (RFC 4648, padded) spelling of the credentials is taken, as Python's b64decode requires padding.
   if (bytes.toString('base64') !== token) return null;
+  // Credentials that are not UTF-8 match no one: decoded leniently, two different byte sequences
+  // would both read as the same password with U+FFFD in it.
+  if (!isUtf8(bytes)) return null;
   const decoded = bytes.toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon < 0) return null;
