@@ -139,7 +139,11 @@ describe('end to end with the OTel SDK', () => {
     expect(exporter.stats()).toMatchObject({ delivered: 1, dropped: { rejected: 0 } });
     const [call] = await readAllCalls(server.url, PROJECT, CREDENTIALS);
     expect(JSON.stringify(call!.inputs)).toBe('{"input.value":{"__proto__":{"polluted":1},"constructor":{"prototype":{"x":1}}}}');
-    expect(JSON.stringify(call!.attributes)).toBe('{"__proto__":{"p":1},"k":2}');
+    // The span as received comes back as attributes.otel_span; the call's own attributes before it.
+    const { otel_span: received, ...attributes } = call!.attributes as Record<string, unknown>;
+    expect(JSON.stringify(attributes)).toBe('{"__proto__":{"p":1},"k":2}');
+    expect(received).toMatchObject({ name: 'about javascript' });
+    expect(JSON.stringify((received as { attributes: unknown }).attributes)).toContain('"__proto__":{"x":"flat key"}');
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
