@@ -1,7 +1,9 @@
 /**
  * Sending calls to the hosted service (W&B Weave's trace server) with an API key:
  *
- *   WANDB_API_KEY=... CALLBRIDGE_PROJECT=my-team/my-project node hosted-service.js
+ *   WANDB_API_KEY=... CALLBRIDGE_PROJECT=my-team/my-project node examples/out/hosted-service.js
+ *
+ * (compiled as README "Examples" shows)
  *
  * WF_TRACE_SERVER_URL overrides the service URL (the default below is the hosted one). The key is
  * sent as the password of user `api`, which is how the service takes W&B API keys.

@@ -38,7 +38,7 @@ async function main(): Promise<void> {
     completeMode: command.completeMode,
     logger: command.logger,
   }).catch((error: unknown) => {
-    throw withDatabasePath(error, command.dbPath);
+    throw withPortHint(withDatabasePath(error, command.dbPath), command.port);
   });
   process.stdout.write(`callbridge listening on ${server.url}\n`);
 
@@ -68,6 +68,13 @@ function withDatabasePath(error: unknown, dbPath: string): unknown {
   const message = error instanceof Error ? error.message : '';
   if (!fromSqlite && !/database/i.test(message)) return error;
   return new Error(`${message} (--db ${JSON.stringify(dbPath)})`, { cause: error });
+}
+
+/** A port in use (another server, often an earlier `callbridge serve`): the line says what to do. */
+function withPortHint(error: unknown, port: number): unknown {
+  if ((error as { code?: unknown } | null)?.code !== 'EADDRINUSE') return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new Error(`${message}: port ${port} is taken (another server?); stop it, or pass --port N (0 picks a free port)`, { cause: error });
 }
 
 main().catch((error: unknown) => {

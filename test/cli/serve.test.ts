@@ -170,7 +170,7 @@ describe('callbridge serve', () => {
     const port = new URL(holder.url).port;
     const cli = run(['serve', '--port', port, '--db', ':memory:', '--user', 'dev:pw']);
     expect((await cli.exited()).code).toBe(1);
-    expect(cli.stderr()).toMatch(/^callbridge: .*EADDRINUSE.*\n$/);
+    expect(cli.stderr()).toMatch(/^callbridge: .*EADDRINUSE.*: port \d+ is taken \(another server\?\); stop it, or pass --port N \(0 picks a free port\)\n$/);
     holder.child.kill('SIGTERM');
     await holder.exited();
   });
