@@ -80,11 +80,17 @@ export function rejectUnknownOptions(
   }
 }
 
-/** The candidate `key` most likely stands for: equal but for case and separators, else one or two typos away. */
+/**
+ * The candidate `key` most likely stands for: equal but for case and separators, else the one
+ * candidate it is the start of, else one or two typos away.
+ */
 function likeliestKey(key: string, candidates: readonly string[]): string | undefined {
   const wanted = comparable(key);
   const same = candidates.find((candidate) => comparable(candidate) === wanted);
   if (same !== undefined) return same;
+  // A shortened name (`db` for `dbPath`, `timeout` for `timeoutMs`), when it starts one candidate only.
+  const extended = wanted.length >= 2 ? candidates.filter((candidate) => comparable(candidate).startsWith(wanted)) : [];
+  if (extended.length === 1) return extended[0];
   // Short keys get one typo only: two would make almost anything "mean" `host` or `port`.
   const allowed = wanted.length <= 5 ? 1 : 2;
   let best: string | undefined;

@@ -27,6 +27,7 @@ describe('startServer() options', () => {
     ['a request timeout as text', { users: [DEV], requestTimeoutMs: '5000' as unknown as number }, /`requestTimeoutMs`.*got "5000"/],
     ['a port given as text', { users: [DEV], port: '0' as never }, /`port` to be an integer from 0 to 65535, got "0"$/],
     ['an unknown option', { users: [DEV], dbpath: 'x.db' } as ServerOptions, /^Unknown option `dbpath` \(did you mean `dbPath`\?\)$/],
+    ['a shortened option name', { users: [DEV], db: 'x.db' } as ServerOptions, /^Unknown option `db` \(did you mean `dbPath`\?\)$/],
     ['an option of another entry point', { users: [DEV], baseUrl: 'http://x' } as ServerOptions, /^Unknown option `baseUrl` \(the options are `port`, `host`, `dbPath`/],
     ['a user that is a bigint', { users: [5n as never] }, /Expected each of `users` to be \{ username, password, entities \}, got 5n$/],
     ['a username that is a symbol', { users: [{ ...DEV, username: Symbol('dev') as never }] }, /`username` to be a non-empty string without ":", got Symbol\(dev\)$/],
