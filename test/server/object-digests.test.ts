@@ -32,6 +32,18 @@ describe('objects as the service digests and numbers them', () => {
     expect(res.body.digest).toBe(digestOf('{"a": 1.0}')); // dCYJsgfwkAqOLf866DrEeUGvXCm7brXylYTKfdY9g1Q
   });
 
+  it('answers the value as stored: 1.0 stays a float and a big integer exact, on obj/read and objs/query', async () => {
+    await call('/obj/create', `{"obj":{"project_id":"${PROJECT}","object_id":"exact","val":{"f":1.0,"n":12345678901234567890}}}`);
+    const read = await call('/obj/read', { project_id: PROJECT, object_id: 'exact', digest: 'latest' });
+    expect(read.status).toBe(200);
+    expect(read.text).toContain('"val":{"f": 1.0, "n": 12345678901234567890}');
+    expect(read.body.obj).toMatchObject({ object_id: 'exact', version_index: 0, is_latest: 1, kind: 'object' });
+    const queried = await call('/objs/query', { project_id: PROJECT, filter: { object_ids: ['exact'] } });
+    expect(queried.text).toContain('"val":{"f": 1.0, "n": 12345678901234567890}');
+    const metadata = await call('/obj/read', { project_id: PROJECT, object_id: 'exact', digest: 'latest', metadata_only: true });
+    expect(metadata.body.obj.val).toEqual({});
+  });
+
   it('digests -0.0 as Python prints it', async () => {
     const res = await call('/obj/create', `{"obj":{"project_id":"${PROJECT}","object_id":"f2","val":{"z":-0.0}}}`);
     expect(res.status).toBe(200);

@@ -16,10 +16,11 @@ import {
   type ObjDeleteReq,
   type ObjDeleteRes,
   type ObjQueryReq,
-  type ObjQueryRes,
   type ObjReadReq,
-  type ObjReadRes,
 } from '../../wire/objects.js';
+
+/** Answers written as text (the object values spliced in as stored): JSON, as Fastify would type them. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export const objectsRoutes: RouteModule = (app, ctx) => {
   const objects = createObjectStore(ctx.db);
@@ -45,19 +46,22 @@ export const objectsRoutes: RouteModule = (app, ctx) => {
   app.post<{ Body: ObjReadReq }>(
     '/obj/read',
     { schema: { body: ObjReadReqSchema } },
-    async (request): Promise<ObjReadRes> => {
+    async (request, reply) => {
       const body = request.body;
       ctx.authorizeProject(request, body.project_id);
-      return { obj: objects.read(body.project_id, body.object_id, body.digest, body.metadata_only === true) };
+      // Written as text: the value goes out as stored (an `ObjReadRes`).
+      const obj = objects.readJson(body.project_id, body.object_id, body.digest, body.metadata_only === true);
+      return reply.type(JSON_TYPE).send(`{"obj":${obj}}`);
     },
   );
 
   app.post<{ Body: ObjQueryReq }>(
     '/objs/query',
     { schema: { body: ObjQueryReqSchema } },
-    async (request): Promise<ObjQueryRes> => {
+    async (request, reply) => {
       ctx.authorizeProject(request, request.body.project_id);
-      return { objs: objects.query(request.body) };
+      // Written as text: each value goes out as stored (an `ObjQueryRes`).
+      return reply.type(JSON_TYPE).send(`{"objs":[${objects.queryJson(request.body).join(',')}]}`);
     },
   );
 

@@ -42,8 +42,12 @@ export interface ObjectStore {
    * @throws NotFoundError when there is no such version (ObjectDeletedError when it was deleted).
    */
   read(projectId: string, objectId: string, digest: string, metadataOnly: boolean): ObjSchema;
+  /** `read`, as the JSON text of the `ObjSchema`, with `val` as stored (see toObjectJson). */
+  readJson(projectId: string, objectId: string, digest: string, metadataOnly: boolean): string;
   /** Versions matching the filter, `created_at` ascending unless `sort_by` says otherwise; never deleted ones. */
   query(request: ObjQueryReq): ObjSchema[];
+  /** `query`, each version as the JSON text of its `ObjSchema`, with `val` as stored. */
+  queryJson(request: ObjQueryReq): string[];
   /**
    * Soft-delete the versions `digests` names (digests, `latest`, `v<N>`; null or empty: every
    * version), all or none; answers how many.
@@ -195,6 +199,22 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
     return found.length;
   });
 
+  function readRow(projectId: string, objectId: string, digest: string, metadataOnly: boolean): ObjectRow {
+    const row = findVersion(metadataOnly ? metadataReads : fullReads, projectId, objectId, digest);
+    if (row === undefined) {
+      throw new NotFoundError(`Object ${quote(objectId)} version ${quote(digest)} not found`);
+    }
+    if (row.deleted_at !== null) {
+      throw new ObjectDeletedError(`${objectId}:v${row.version_index} was deleted at ${row.deleted_at}`, row.deleted_at);
+    }
+    return row;
+  }
+
+  function queryRows(request: ObjQueryReq): ObjectRow[] {
+    const { sql, params } = buildQuery(request);
+    return queries.get(sql).all(...params) as ObjectRow[];
+  }
+
   return {
     create(insert) {
       const val = withBuiltinClass(insert.val, insert.builtinObjectClass);
@@ -220,20 +240,19 @@ export function createObjectStore(db: SqliteDatabase): ObjectStore {
     },
 
     read(projectId, objectId, digest, metadataOnly) {
-      const row = findVersion(metadataOnly ? metadataReads : fullReads, projectId, objectId, digest);
-      if (row === undefined) {
-        throw new NotFoundError(`Object ${quote(objectId)} version ${quote(digest)} not found`);
-      }
-      if (row.deleted_at !== null) {
-        throw new ObjectDeletedError(`${objectId}:v${row.version_index} was deleted at ${row.deleted_at}`, row.deleted_at);
-      }
-      return toObject(row);
+      return toObject(readRow(projectId, objectId, digest, metadataOnly));
+    },
+
+    readJson(projectId, objectId, digest, metadataOnly) {
+      return toObjectJson(readRow(projectId, objectId, digest, metadataOnly));
     },
 
     query(request) {
-      const { sql, params } = buildQuery(request);
-      const rows = queries.get(sql).all(...params) as ObjectRow[];
-      return rows.map(toObject);
+      return queryRows(request).map(toObject);
+    },
+
+    queryJson(request) {
+      return queryRows(request).map(toObjectJson);
     },
 
     delete(projectId, objectId, digests) {
@@ -357,6 +376,16 @@ function buildQuery(request: ObjQueryReq): { sql: string; params: unknown[] } {
     sql: `SELECT ${columns} FROM objects WHERE ${where.join(' AND ')} ORDER BY ${order.join(', ')} LIMIT ? OFFSET ?`,
     params,
   };
+}
+
+/**
+ * The read form as JSON text, `val` spliced in as stored: Python's `json.dumps` of the value as it
+ * was sent (digest-bodies.ts), so `1.0` stays a float and an integer past 2^53 exact for the
+ * client, as on the service (older versions hold `JSON.stringify`'s text, valid JSON as well).
+ */
+function toObjectJson(row: ObjectRow): string {
+  const metadata = JSON.stringify({ ...toObject({ ...row, val: null }), val: undefined });
+  return `${metadata.slice(0, -1)},"val":${row.val ?? '{}'}}`;
 }
 
 function toObject(row: ObjectRow): ObjSchema {
