@@ -787,6 +787,8 @@ class QueueBatcher<T> implements Batcher<T> {
     let uploadCuts = 0;
     /** The wait before the attempt just made was cut to end at the deadline: it was the last. */
     let attemptedAtDeadline = false;
+    /** A retryable failure was waited out: the next request sent is a retry. */
+    let resending = false;
     for (;;) {
       if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       // The mode may have changed while this batch waited: re-serialise what was built for the other.
@@ -794,6 +796,11 @@ class QueueBatcher<T> implements Batcher<T> {
       const mode = this.#mode;
       if (batch.length === 0) return;
       if (batch.some((entry) => entry.mode !== mode)) continue;
+      // Counted as the request goes out again (a shutdown during the wait sends nothing).
+      if (resending) {
+        this.#retried += 1;
+        resending = false;
+      }
       const outcome = await this.#post(mode, this.#body(batch));
       if (outcome.kind !== 'ok' && this.#abort.signal.aborted) {
         return this.#settle(batch, 'shutdown', this.#shutdownDetail());
@@ -822,8 +829,7 @@ class QueueBatcher<T> implements Batcher<T> {
           // Retry-After longer than maxRetryMs, that would be after a single request.
           attemptedAtDeadline = delay >= left;
           await this.#backOff(Math.min(delay, left));
-          // Counted as the request goes out again: a shutdown that ends the wait sends nothing.
-          if (!this.#abort.signal.aborted) this.#retried += 1;
+          resending = true;
           continue;
         }
         case 'split': {
@@ -1020,7 +1026,7 @@ class QueueBatcher<T> implements Batcher<T> {
         signal.removeEventListener('abort', done);
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const timer = setTimeout(done, Math.min(ms, LONGEST_TIMER_MS));
       timer.unref?.();
       signal.addEventListener('abort', done, { once: true });
     });

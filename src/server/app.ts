@@ -255,6 +255,12 @@ const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: strin
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response already under way on this connection (a pipelined request's) is not interrupted
+  // with another one: the connection is only closed, as Node does.
+  if ((socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
+    socket.destroy(error);
+    return;
+  }
   const [status, reason] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'Request timeout: the request did not arrive whole in time']
@@ -281,10 +287,12 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
 function answerExpectContinue(app: FastifyInstance, authenticate: (header: string | undefined) => ServerUser | null, maxBodyBytes: number): void {
   app.server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
     const declared = Number(request.headers['content-length']);
+    // The routes without credentials (`GET /health`) take no body: a GET or HEAD goes on as usual.
+    const mayBePublic = request.method === 'GET' || request.method === 'HEAD';
     const refusal: [number, string] | undefined =
       Number.isFinite(declared) && declared > maxBodyBytes
         ? [413, 'Request too large']
-        : authenticate(request.headers.authorization) === null
+        : !mayBePublic && authenticate(request.headers.authorization) === null
           ? [401, 'Unauthorized']
           : undefined;
     if (refusal === undefined) {

@@ -98,6 +98,13 @@ describe('otel_dump in the read form', () => {
     await upsert([startItem(start(p, id, { otel_dump: otelDump })), endItem(end(p, id))]);
     expect((await read(p, id)).attributes).toEqual({ env: 'test', otel_span: otelDump });
     expect((await queryOne(p, id)).attributes).toEqual({ env: 'test', otel_span: otelDump });
+    // With columns: only when the answer has attributes (the dump is not read otherwise).
+    const lineWith = async (columns: string[]) => {
+      const response = await post(server.url, '/calls/stream_query', { project_id: p, filter: { call_ids: [id] }, columns });
+      return JSON.parse(response.text.trim());
+    };
+    expect((await lineWith(['attributes.env'])).attributes).toEqual({ env: 'test', otel_span: otelDump });
+    expect((await lineWith(['id'])).attributes).toEqual({});
   });
 });
 

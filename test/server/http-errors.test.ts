@@ -117,6 +117,12 @@ describe('errors raised before routing (Node HTTP parser / client errors)', () =
 });
 
 describe('Expect: 100-continue', () => {
+  it('invites a GET of a route without credentials (GET /health) as without the header', async () => {
+    const raw = await rawExchange(['GET /health HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n'], 1500);
+    expect(raw).toMatch(/HTTP\/1\.1 200 OK/);
+    expect(raw).toContain('"status":"ok"');
+  });
+
   it('answers 401 to a request with wrong credentials instead of inviting its body with 100 Continue', async () => {
     const raw = await rawExchange([
       `POST /call/read HTTP/1.1\r\nHost: x\r\nAuthorization: Basic eDp5\r\nContent-Type: application/json\r\nContent-Length: ${BODY.length}\r\nExpect: 100-continue\r\n\r\n`,

@@ -36,7 +36,8 @@ export const objectsRoutes: RouteModule = (app, ctx) => {
         projectId: obj.project_id,
         objectId: obj.object_id,
         val: obj.val,
-        valText: objectValueText(obj),
+        // A class's members are added to the value (objects.ts): its text is then written from the value.
+        valText: obj.builtin_object_class == null ? objectValueText(obj) : undefined,
         builtinObjectClass: obj.builtin_object_class,
         wbUserId,
       });

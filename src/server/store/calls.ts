@@ -153,12 +153,16 @@ function safeInteger(column: string): string {
   return `(CASE WHEN abs(${column}) > ${Number.MAX_SAFE_INTEGER} THEN CAST(${column} AS REAL) ELSE ${column} END)`;
 }
 
-/** What every read selects, named as `CallRow` expects. */
-const CALL_COLUMNS_SQL = `c.id, c.project_id, c.op_name, c.display_name, c.trace_id, c.parent_id,
+/**
+ * What every read selects, named as `CallRow` expects. `otel_dump` (often the largest column: the
+ * whole span) only when the answer has `attributes`, which carry it as `otel_span`.
+ */
+const callColumnsSql = (withOtelDump: boolean): string => `c.id, c.project_id, c.op_name, c.display_name, c.trace_id, c.parent_id,
   c.thread_id, c.turn_id, c.started_at, c.ended_at, c.attributes, c.inputs, c.output, c.summary,
-  c.exception, c.otel_dump, c.wb_user_id, c.wb_run_id, ${safeInteger('c.wb_run_step')} AS wb_run_step,
+  c.exception, ${withOtelDump ? 'c.otel_dump' : 'NULL AS otel_dump'}, c.wb_user_id, c.wb_run_id, ${safeInteger('c.wb_run_step')} AS wb_run_step,
   ${safeInteger('c.wb_run_step_end')} AS wb_run_step_end,
   ${STORAGE_SIZE_SQL} AS storage_size_bytes, ${STATUS_SQL} AS status, ${LATENCY_SQL} AS latency_ms`;
+const CALL_COLUMNS_SQL = callColumnsSql(true);
 
 /** The summed storage of a root call's whole trace; null on calls that have a parent. */
 const TOTAL_STORAGE_SQL = `(CASE WHEN c.parent_id IS NULL THEN (
@@ -416,7 +420,7 @@ export function buildQuery(request: QueryRequest): { sql: string; params: unknow
   params.push(request.limit ?? -1, request.offset ?? 0);
   const total = request.includeTotalStorageSize ? `, ${TOTAL_STORAGE_SQL}` : '';
   const feedback = request.includeFeedback ? `, ${CALL_FEEDBACK_JSON_SQL} AS feedback` : '';
-  const sql = `SELECT ${CALL_COLUMNS_SQL}${total}${feedback} FROM calls c WHERE ${where.join(' AND ')}
+  const sql = `SELECT ${callColumnsSql(answersAttributes(request.columns))}${total}${feedback} FROM calls c WHERE ${where.join(' AND ')}
     ORDER BY ${orderSql.join(', ')} LIMIT ? OFFSET ?`;
   return { sql, params };
 }
@@ -513,6 +517,11 @@ function namesCallsOneByOne(query: unknown): boolean {
 }
 
 const READ_FORM_FIELDS = new Set<string>(CALL_FIELD_NAMES);
+
+/** Whether a query's answer carries `attributes` (all fields, or `columns` naming them). */
+function answersAttributes(columns: readonly string[] | null): boolean {
+  return columns == null || columns.length === 0 || columns.some((column) => column.split('.', 1)[0] === 'attributes');
+}
 
 /**
  * The read-form fields a `columns` list selects. An entry may be a dotted path
