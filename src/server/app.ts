@@ -244,10 +244,6 @@ const CLIENT_ERROR_CODES: Readonly<Record<string, [status: number, reason: strin
 };
 
 /**
- * Map any error to its status and body. Known errors carry their own reason; anything else is a
- * bug and gets a fixed 500 body, so stack traces, SQL and paths never reach a client.
- */
-/**
  * Errors Node's HTTP parser raises before a request exists (a body that stalls past
  * `requestTimeout`, a malformed request line or chunked framing, headers past Node's size limit):
  * answered with a SPEC §2.5 body, `{"reason": ...}`, as every other error (Fastify's own has none),
@@ -345,6 +341,10 @@ function busyDatabaseError(error: unknown): ServiceUnavailableError | undefined 
   return busy ? new ServiceUnavailableError('The database is busy with another writer; retry shortly', 1) : undefined;
 }
 
+/**
+ * Map any error to its status and body. Known errors carry their own reason; anything else is a
+ * bug and gets a fixed 500 body, so stack traces, SQL and paths never reach a client.
+ */
 function toErrorResponse(error: unknown, request: FastifyRequest): { status: number; body: object } {
   if (error instanceof ValidationError) return { status: 422, body: { detail: error.detail.map(boundInput) } };
   if (error instanceof HttpError) {

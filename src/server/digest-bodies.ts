@@ -19,17 +19,17 @@ import { itemStarts, memberStart, pythonDumpsAt, skipWhitespace } from './python
 import { canonicalJson, CanonicalJsonError } from '../wire/digest.js';
 import { isRecord } from '../wire/common.js';
 
-interface RowSource {
+interface ValueSource {
   readonly source: string;
   readonly start: number;
 }
 
 /** Where each value of a body read here came from, by its holder; entries go with the body they belong to. */
-const valueSources = new WeakMap<object, RowSource>();
+const valueSources = new WeakMap<object, ValueSource>();
 
 /** Reader of `/table/create` bodies: `{"table": {"rows": [row, ...]}}`. */
 export function readTableCreateBody(bytes: Buffer): object | null {
-  return readNotingRows(bytes, (source, body, note) => {
+  return readNotingValues(bytes, (source, body, note) => {
     const table = memberStart(source, skipWhitespace(source, 0), 'table');
     const starts = table === undefined ? undefined : rowStartsOf(source, table);
     const rows = isRecord(body) && isRecord(body.table) ? body.table.rows : undefined;
@@ -39,7 +39,7 @@ export function readTableCreateBody(bytes: Buffer): object | null {
 
 /** Reader of `/obj/create` bodies: `{"obj": {..., "val": value}}` (the source is noted on `obj`). */
 export function readObjCreateBody(bytes: Buffer): object | null {
-  return readNotingRows(bytes, (source, body, note) => {
+  return readNotingValues(bytes, (source, body, note) => {
     const objAt = memberStart(source, skipWhitespace(source, 0), 'obj');
     const valAt = objAt === undefined ? undefined : memberStart(source, objAt, 'val');
     if (valAt !== undefined && isRecord(body) && isRecord(body.obj)) note([body.obj], [valAt]);
@@ -48,7 +48,7 @@ export function readObjCreateBody(bytes: Buffer): object | null {
 
 /** Reader of `/table/update` bodies: `{"updates": [{"append": {"row": row}}, {"insert": {"index", "row"}}, ...]}`. */
 export function readTableUpdateBody(bytes: Buffer): object | null {
-  return readNotingRows(bytes, (source, body, note) => {
+  return readNotingValues(bytes, (source, body, note) => {
     const updatesAt = memberStart(source, skipWhitespace(source, 0), 'updates');
     const starts = updatesAt === undefined ? undefined : itemStarts(source, updatesAt);
     const updates = isRecord(body) ? body.updates : undefined;
@@ -94,9 +94,10 @@ function pythonText(holder: object, value: unknown, invalid: string): string {
   }
 }
 
-type Note = (rows: readonly unknown[], starts: readonly number[]) => void;
+/** Notes where the value each of `holders` holds starts in the body's text (a row itself; an object's `obj`, its `val`). */
+type Note = (holders: readonly unknown[], starts: readonly number[]) => void;
 
-function readNotingRows(bytes: Buffer, locate: (source: string, body: unknown, note: Note) => void): object | null {
+function readNotingValues(bytes: Buffer, locate: (source: string, body: unknown, note: Note) => void): object | null {
   const source = utf8BodyText(bytes);
   let body: unknown;
   try {
@@ -105,18 +106,18 @@ function readNotingRows(bytes: Buffer, locate: (source: string, body: unknown, n
     return null;
   }
   if (typeof body !== 'object' || body === null) return null;
-  const note: Note = (rows, starts) => {
-    if (rows.length !== starts.length) return;
-    rows.forEach((row, index) => {
-      if (typeof row === 'object' && row !== null) valueSources.set(row, { source, start: starts[index] as number });
+  const note: Note = (holders, starts) => {
+    if (holders.length !== starts.length) return;
+    holders.forEach((holder, index) => {
+      if (typeof holder === 'object' && holder !== null) valueSources.set(holder, { source, start: starts[index] as number });
     });
   };
-  // The body parsed, so its text is valid JSON and locating cannot fail; were it to, the rows
-  // would still be read, from their values.
+  // The body parsed, so its text is valid JSON and locating cannot fail; were it to, the values
+  // would still be read, from their parsed form.
   try {
     locate(source, body, note);
   } catch {
-    // Rows without a noted source are written from their values (canonicalJson).
+    // Values without a noted source are written from their parsed form (canonicalJson).
   }
   return body;
 }

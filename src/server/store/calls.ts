@@ -520,7 +520,8 @@ const READ_FORM_FIELDS = new Set<string>(CALL_FIELD_NAMES);
 
 /** Whether a query's answer carries `attributes` (all fields, or `columns` naming them). */
 function answersAttributes(columns: readonly string[] | null): boolean {
-  return columns == null || columns.length === 0 || columns.some((column) => column.split('.', 1)[0] === 'attributes');
+  const selected = selectedColumns(columns);
+  return selected === null || selected.has('attributes');
 }
 
 /**
