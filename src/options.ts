@@ -8,6 +8,7 @@ import { blockLabels, certificateBlocks, certificateProblem } from './client/pem
 import { resolveProxy } from './client/proxy.js';
 import { InvalidOptionError, ReceivedDescription, rejectUnknownOptions } from './errors.js';
 import { LOG_LEVELS, type LogLevel } from './log.js';
+import { MAX_TIMER_MS } from './timers.js';
 
 const MiB = 1024 * 1024;
 
@@ -171,11 +172,7 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 30_000,
 } as const;
 
-/**
- * Longest delay a Node timer takes (about 24.8 days): past it Node fires after 1 ms, with a
- * warning, so a huge timeout would behave as none.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { MAX_TIMER_MS };
 
 /** The most `backpressureMs` may be: a turn of the event loop longer than a second is an outage. */
 export const MAX_BACKPRESSURE_MS = 1000;

@@ -19,6 +19,7 @@ import PQueue from 'p-queue';
 import type { SendOutcome, Transport } from '../client/transport.js';
 import type { ResolvedDelivery } from '../options.js';
 import { createLog, type Log } from '../log.js';
+import { MAX_TIMER_MS } from '../timers.js';
 import { JsonWriter } from '../wire/json-writer.js';
 import { nextDelay } from './backoff.js';
 import { DROP_REPORT_INTERVAL_MS, DeliveryReporter, zeroDrops, type DeliveryStats, type DropReason } from './stats.js';
@@ -1026,7 +1027,7 @@ class QueueBatcher<T> implements Batcher<T> {
         signal.removeEventListener('abort', done);
         resolve();
       };
-      const timer = setTimeout(done, Math.min(ms, LONGEST_TIMER_MS));
+      const timer = setTimeout(done, Math.min(ms, MAX_TIMER_MS));
       timer.unref?.();
       signal.addEventListener('abort', done, { once: true });
     });
@@ -1175,7 +1176,7 @@ class TimeSlicer {
  */
 export function settleWithin(promise: Promise<unknown>, ms: number, holdProcess = false): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), Math.min(ms, LONGEST_TIMER_MS));
+    const timer = setTimeout(() => resolve(false), Math.min(ms, MAX_TIMER_MS));
     if (!holdProcess) timer.unref?.();
     promise.then(
       () => {
@@ -1189,9 +1190,6 @@ export function settleWithin(promise: Promise<unknown>, ms: number, holdProcess 
     );
   });
 }
-
-/** The longest delay `setTimeout` keeps (a longer one fires after 1 ms, with a warning). */
-const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 const COMMA = 0x2c;
 

@@ -3,6 +3,7 @@
  * (SPEC §1, §2). `startServer` opens the database, builds the app and listens.
  */
 import { describe, InvalidOptionError, rejectUnknownOptions } from '../errors.js';
+import { MAX_TIMER_MS } from '../timers.js';
 import { buildApp } from './app.js';
 import type { ServerUser } from './context.js';
 import { closeDatabase, openDatabase, optimizeDatabase } from './store/db.js';
@@ -96,8 +97,6 @@ export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
 /** See `ServerOptions.requestTimeoutMs`: 32 MiB at 2 Mbit/s. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
-/** Longest delay a Node timer takes. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How often the planner statistics are refreshed while the server runs. */
 const OPTIMIZE_INTERVAL_MS = 60 * 60 * 1000;

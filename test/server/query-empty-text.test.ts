@@ -14,6 +14,7 @@
  *   from `calls/query_stats` (wandb/weave tests/trace scorer query test, `test_scorer_query`).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countMatching, idsMatching } from '../helpers/query-expr.js';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
@@ -54,20 +55,8 @@ afterAll(async () => {
   await server.close();
 });
 
-async function ids(expr: unknown): Promise<string[]> {
-  const response = await post(server.url, '/calls/stream_query', { project_id: P, query: { $expr: expr } });
-  expect(response.status, response.text).toBe(200);
-  return response.text
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => (JSON.parse(line) as { id: string }).id);
-}
-
-async function count(expr: unknown): Promise<number> {
-  const response = await post(server.url, '/calls/query_stats', { project_id: P, query: { $expr: expr } });
-  expect(response.status, response.text).toBe(200);
-  return (response.body as { count: number }).count;
-}
+const ids = (expr: unknown): Promise<string[]> => idsMatching(server, P, expr);
+const count = (expr: unknown): Promise<number> => countMatching(server, P, expr);
 
 const isEmpty = (path: string) => ({ $eq: [{ $getField: path }, { $literal: '' }] });
 

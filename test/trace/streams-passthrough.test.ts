@@ -60,24 +60,36 @@ describe('nested traced calls that pass a stream through', () => {
   });
 });
 
+/**
+ * A model's stream: `'first'`, then a pull that waits until `release` is called (the next token
+ * does not come in time). Read one chunk per request (highWaterMark 0).
+ */
+function firstThenStall(): { stream: ReadableStream<string>; release: () => void } {
+  let sent = false;
+  let release: () => void = () => {};
+  const stream = new ReadableStream<string>(
+    {
+      async pull(controller) {
+        if (!sent) {
+          sent = true;
+          controller.enqueue('first');
+          return;
+        }
+        await new Promise<void>((resolve) => (release = resolve));
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return { stream, release: () => release() };
+}
+
 describe('web ReadableStream cancelled while a read is pending', () => {
   it('ends the call as cancelled (not as read to its end)', async () => {
     let release!: () => void;
     const traced = trace(function slow() {
-      let sent = false;
-      return new ReadableStream<string>(
-        {
-          async pull(controller) {
-            if (!sent) {
-              sent = true;
-              controller.enqueue('first');
-              return;
-            }
-            await new Promise<void>((resolve) => (release = resolve)); // the next token never comes in time
-          },
-        },
-        { highWaterMark: 0 },
-      );
+      const source = firstThenStall();
+      release = source.release;
+      return source.stream;
     });
     const reader = traced().getReader();
     expect(await reader.read()).toEqual({ done: false, value: 'first' });
@@ -94,20 +106,7 @@ describe('web ReadableStream cancelled while a read is pending', () => {
 
   it('ends the call as cancelled when pipeTo is aborted (AbortSignal) while the source is waiting', async () => {
     const traced = trace(function slowPiped() {
-      let sent = false;
-      return new ReadableStream<string>(
-        {
-          async pull(controller) {
-            if (!sent) {
-              sent = true;
-              controller.enqueue('first');
-              return;
-            }
-            await new Promise(() => {}); // the model stalls
-          },
-        },
-        { highWaterMark: 0 },
-      );
+      return firstThenStall().stream; // never released: the model stalls
     });
     const abort = new AbortController();
     const sink = new WritableStream<string>({ write: () => void setTimeout(() => abort.abort('user stopped'), 5) });
