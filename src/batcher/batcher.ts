@@ -326,6 +326,11 @@ class QueueBatcher<T> implements Batcher<T> {
 
   #seq = 0;
   #mode: Mode = 'upsert';
+  /**
+   * The smallest request body the service refused for its size while it carried several records
+   * (bytes; Infinity until then). Batches are built to half of it from then on: see `#batchBytes`.
+   */
+  #refusedBodyBytes = Number.POSITIVE_INFINITY;
   /** Where records are serialised: one writer, so their bytes share slabs. */
   readonly #writer = new JsonWriter();
   #waitingTasks = 0;
@@ -496,7 +501,7 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#closing ||
       (this.#waiters.length > 0 && (this.#pending[this.#head] as Entry<T>).seq <= this.#flushUpTo) ||
       count * this.#itemsPerRecord() >= this.#options.maxBatchItems ||
-      this.#pendingBytes >= this.#options.maxBatchBytes ||
+      this.#pendingBytes >= this.#batchBytes() ||
       // Half-way to the back-pressure mark: with a small maxQueueBytes (a quarter of it below what
       // fills a batch) steady traffic must not sit waiting for the interval, and the producer with it.
       this.#pendingBytes >= this.#options.maxQueueBytes * BACKPRESSURE_SHARE * EARLY_BATCH_SHARE_OF_MARK
@@ -593,6 +598,7 @@ class QueueBatcher<T> implements Batcher<T> {
    */
   async #takeBatch(batch: Array<Entry<T>>, slicer: TimeSlicer): Promise<void> {
     const { maxBatchItems, maxBatchBytes } = this.#options;
+    const batchBytes = this.#batchBytes();
     let items = 0;
     let bytes = ENVELOPE_BYTES;
     while (this.#pendingCount() > 0) {
@@ -612,7 +618,7 @@ class QueueBatcher<T> implements Batcher<T> {
         }
       }
       const entryBytes = this.#wireBytes(entry);
-      if (batch.length > 0 && (items + entry.items > maxBatchItems || bytes + entryBytes > maxBatchBytes)) break;
+      if (batch.length > 0 && (items + entry.items > maxBatchItems || bytes + entryBytes > batchBytes)) break;
       this.#shift();
       entry.state = 'inFlight';
       this.#pendingBytes -= entry.bytes;
@@ -678,6 +684,29 @@ class QueueBatcher<T> implements Batcher<T> {
   /** Bytes of the record's items in a body, with the comma that separates it from the next record. */
   #wireBytes(entry: Entry<T>): number {
     return (entry.json?.length ?? 0) + 1;
+  }
+
+  /**
+   * How many bytes of body a batch is built up to: `maxBatchBytes`, or half the smallest body the
+   * service refused for its size. A proxy in front of the service often takes less than
+   * `maxBatchBytes` (nginx's default `client_max_body_size` is 1 MiB, against 10 MiB here): each
+   * refused batch costs a request and two halves (more when the halves are refused too), and
+   * without this every later batch would pay it again. Half of what was refused is what its halves
+   * carried; it is never raised again, as a proxy's limit does not change while a process runs.
+   */
+  #batchBytes(): number {
+    return Math.min(this.#options.maxBatchBytes, Math.floor(this.#refusedBodyBytes / 2));
+  }
+
+  /** Note that a body of several records was refused for its size (413, or an early 413's cut). */
+  #noteRefusedBody(batch: ReadonlyArray<Entry<T>>, reason: string): void {
+    const refused = this.#bodyLength(batch);
+    if (refused >= this.#refusedBodyBytes) return;
+    this.#refusedBodyBytes = refused;
+    // Once per halving (a handful at most), so the cause can be fixed where it is.
+    this.#log.warn(
+      `callbridge: the service refused a request of ${refused} bytes for its size (${reason}); requests are built to ${this.#batchBytes()} bytes from now on (maxBatchBytes ${this.#options.maxBatchBytes}). A proxy's body limit below maxBatchBytes is the usual cause: raise it, or set maxBatchBytes under it.`,
+    );
   }
 
   /**
@@ -758,9 +787,7 @@ class QueueBatcher<T> implements Batcher<T> {
    * memory speed (a full 1000-item batch of typical spans is about 1 MB).
    */
   #body(batch: ReadonlyArray<Entry<T>>): Buffer {
-    let length = ENVELOPE_BYTES - 1;
-    for (const entry of batch) length += this.#wireBytes(entry);
-    if (length < ENVELOPE_BYTES) length = ENVELOPE_BYTES;
+    const length = this.#bodyLength(batch);
     const body = Buffer.allocUnsafe(length);
     let offset = body.write(BODY_START, 0, 'latin1');
     let first = true;
@@ -773,6 +800,13 @@ class QueueBatcher<T> implements Batcher<T> {
     }
     offset += body.write(BODY_END, offset, 'latin1');
     return offset === length ? body : body.subarray(0, offset);
+  }
+
+  /** The bytes of `batch`'s request body: the envelope, and each record with its comma. */
+  #bodyLength(batch: ReadonlyArray<Entry<T>>): number {
+    let length = ENVELOPE_BYTES - 1;
+    for (const entry of batch) length += this.#wireBytes(entry);
+    return Math.max(length, ENVELOPE_BYTES);
   }
 
   // ---- sending ----------------------------------------------------------------------------
@@ -872,7 +906,10 @@ class QueueBatcher<T> implements Batcher<T> {
    * largest strings cut once (`'retry'`: send it again), and after that is dropped as `too_large`.
    */
   #splitForSize(batch: Array<Entry<T>>, startedAt: number, reason: string): Promise<void> | 'retry' {
-    if (batch.length > 1) return this.#deliverHalves(batch, startedAt);
+    if (batch.length > 1) {
+      this.#noteRefusedBody(batch, reason);
+      return this.#deliverHalves(batch, startedAt);
+    }
     const [entry] = batch as [Entry<T>];
     if (!entry.shrunkAfter413) {
       entry.shrunkAfter413 = true;

@@ -680,6 +680,45 @@ describe('413 (SPEC §4.6)', () => {
     );
   });
 
+  it('builds later batches to half the body it refused, so a lower limit in front costs one split, not one per batch', async () => {
+    const { transport, batcher } = setup({}, tooLargeOver(3000));
+    addRecords(batcher, 0, 40, 'y'.repeat(100));
+    await batcher.forceFlush();
+    const refusedFirst = transport.posted.filter((request) => Buffer.byteLength(request.body) > 3000).length;
+    expect(refusedFirst).toBeGreaterThan(0);
+    // Said once per halving (a half refused like its twin adds nothing), with what to change.
+    const warnings = logged.filter((line) => line.level === 'warn').map((line) => line.message);
+    expect(warnings.length).toBeGreaterThan(0);
+    expect(warnings.length).toBeLessThanOrEqual(refusedFirst);
+    expect(warnings[0]).toMatch(
+      /^callbridge: the service refused a request of \d+ bytes for its size \(Request too large\); requests are built to \d+ bytes from now on \(maxBatchBytes 10485760\)\. A proxy's body limit below maxBatchBytes is the usual cause/,
+    );
+
+    // The next spans go in batches that fit: no request refused, every span delivered once.
+    const sentBefore = transport.posted.length;
+    addRecords(batcher, 40, 200, 'y'.repeat(100));
+    await batcher.forceFlush();
+    const later = transport.posted.slice(sentBefore);
+    expect(later.filter((request) => Buffer.byteLength(request.body) > 3000)).toEqual([]);
+    expect(later.length).toBeGreaterThan(1);
+    expect(later.flatMap((request) => request.ids).sort()).toEqual(Array.from({ length: 200 }, (_, index) => record(40 + index).id).sort());
+    expect(batcher.stats()).toMatchObject({ delivered: 240, dropped: { too_large: 0 } });
+    expect(logged.filter((line) => line.level === 'warn')).toHaveLength(warnings.length);
+  });
+
+  it('learns nothing from a 413 on a single span (its size is its own)', async () => {
+    // maxBatchItems counts items: two per span (start and end).
+    const { transport, batcher } = setup({ maxBatchItems: 8 }, tooLargeOver(20_000));
+    batcher.add(record(1, 'z'.repeat(60_000)));
+    await batcher.forceFlush();
+    addRecords(batcher, 2, 4, 'y'.repeat(6000));
+    await batcher.forceFlush();
+    // The four ~6 KB spans still go as one ~24 KB batch... which is refused and split as before.
+    const sizes = transport.posted.slice(2).map((request) => request.ids.length);
+    expect(sizes[0]).toBe(4);
+    expect(batcher.stats()).toMatchObject({ delivered: 5, dropped: { too_large: 0 } });
+  });
+
   it('bounds a split batch and all its halves by one maxRetryMs deadline', async () => {
     // The whole batch is too large; each half is refused with 503 for ever.
     const { batcher } = setup({ flushIntervalMs: 0, maxRetryMs: 5000 }, (request) =>

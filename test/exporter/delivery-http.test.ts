@@ -155,6 +155,24 @@ describe('413 (SPEC §4.6)', () => {
   });
 });
 
+describe('a proxy in front with a body limit below maxBatchBytes (nginx: 1 MiB by default)', () => {
+  it.each(['main', 'worker'] as const)('costs splits for the first batch only: later batches are built to fit (%s thread)', async (deliveryThread) => {
+    const { url } = await proxied(() => ({ kind: 'proxy' }), 100_000);
+    const exporter = exporterFor(url, { maxBatchItems: 1000, deliveryThread });
+    const provider = providerFor(exporter);
+    const first = emitSpans(provider, 300, (index) => ({ 'input.value': `question ${index} `.repeat(20) }));
+    await flushAll(provider, exporter);
+    const refusedAtFirst = proxy!.earlyRejections;
+    expect(refusedAtFirst).toBeGreaterThan(0);
+    const later = emitSpans(provider, 600, (index) => ({ 'input.value': `question ${index} `.repeat(20) }));
+    await flushAll(provider, exporter);
+    expect(proxy!.earlyRejections).toBe(refusedAtFirst);
+    expect(exporter.stats()).toMatchObject({ delivered: 900, dropped: { too_large: 0 } });
+    expect(new Set(await storedIds())).toEqual(new Set([...first, ...later].map((span) => span.spanId)));
+    await provider.shutdown();
+  });
+});
+
 describe('400 isolation (SPEC §4.7)', () => {
   it('delivers everything but the poisoned span, dropped as rejected', async () => {
     const { url } = await proxied((request) =>
