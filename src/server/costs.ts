@@ -4,7 +4,8 @@
  * The server's own table (the service's `default` pricing level) is shipped with it and small on
  * purpose: a handful of current models at their list prices (USD per token) on the date given.
  * Keys of `summary.usage` match a model exactly or with a dated snapshot suffix
- * (`gpt-4o-2024-08-06`, `claude-sonnet-4-20250514`); anything else gets no entry, rather than a
+ * (`gpt-4o-2024-08-06`, `claude-sonnet-4-20250514`), unless the snapshot is listed by its own
+ * name at a price of its own (`gpt-4o-2024-05-13`); anything else gets no entry, rather than a
  * guess. A project's own prices (`cost/create`, store/token-prices.ts) come first.
  */
 import type { CallCost } from '../wire/calls.js';
@@ -44,6 +45,9 @@ const listPrice = (promptUsdPerMillion: number, completionUsdPerMillion: number,
 /** List prices, USD per million tokens converted to USD per token. */
 export const PRICE_TABLE: ReadonlyMap<string, Price> = new Map<string, Price>([
   ['gpt-4o', listPrice(2.5, 10, 'openai', '2024-08-06T00:00:00.000000Z')],
+  // The first gpt-4o snapshot kept its launch price: without its own entry the snapshot
+  // fallback below would price it as gpt-4o, at half the service's price.
+  ['gpt-4o-2024-05-13', listPrice(5, 15, 'openai', '2024-05-13T00:00:00.000000Z')],
   ['gpt-4o-mini', listPrice(0.15, 0.6, 'openai', '2024-07-18T00:00:00.000000Z')],
   ['gpt-4.1', listPrice(2, 8, 'openai', '2025-04-14T00:00:00.000000Z')],
   ['gpt-4.1-mini', listPrice(0.4, 1.6, 'openai', '2025-04-14T00:00:00.000000Z')],
@@ -67,7 +71,8 @@ export const listPriceOf: PriceOf = (model) => findPrice(model);
  * `summary.weave.costs` for a call's `summary.usage`: one entry per usage key that `priceOf`
  * prices. Token counts accept both vocabularies (`prompt_tokens`/`input_tokens`,
  * `completion_tokens`/`output_tokens`; summed when a usage has both, as on the service);
- * `requests` defaults to 1 (a usage entry is one request unless the SDK counted more).
+ * `requests` is the usage's own count, 0 when it has none (the service reads it with
+ * `JSONExtractInt`, which answers 0 for a missing key; SPEC §3's usage never holds one).
  *
  * @example
  * computeCosts({ 'gpt-4o': { prompt_tokens: 1000, completion_tokens: 10 } })['gpt-4o']?.prompt_tokens_total_cost; // 0.0025
@@ -86,7 +91,7 @@ export function computeCosts(usage: unknown, priceOf: PriceOf = listPriceOf, sta
     costs[model] = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
-      requests: count(counts.requests) ?? 1,
+      requests: count(counts.requests) ?? 0,
       total_tokens: count(counts.total_tokens) ?? promptTokens + completionTokens,
       prompt_token_cost: price.promptTokenCost,
       completion_token_cost: price.completionTokenCost,

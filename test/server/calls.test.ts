@@ -425,7 +425,7 @@ describe('calls/stream_query', () => {
       prompt_tokens: 1000,
       completion_tokens: 100,
       total_tokens: 1100,
-      requests: 1,
+      requests: 0,
       prompt_token_cost_unit: 'USD',
       completion_token_cost_unit: 'USD',
       provider_id: 'openai',

@@ -29,7 +29,8 @@ describe('computeCosts', () => {
     expect(costs['o3-mini']).toEqual({
       prompt_tokens: 1_000_000,
       completion_tokens: 2_000_000,
-      requests: 1,
+      // No `requests` in the usage: 0, as the service reads it.
+      requests: 0,
       total_tokens: 3_000_000,
       prompt_token_cost: 1.1e-6,
       completion_token_cost: 4.4e-6,
