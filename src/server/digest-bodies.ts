@@ -4,7 +4,9 @@
  * value as the hosted service parsed it (python-json.ts), which the number spelling decides
  * (`1.0` is a float there, an integer past 2^53 stays exact), and that is gone once the body is a
  * JavaScript value. The Python SDK computes an object's digest itself, the same way, and refers
- * to the object by it.
+ * to the object by it. Feedback payloads (`/feedback/create`, `/feedback/replace`,
+ * `/feedback/batch/create`) are read the same way: the service stores `json.dumps(payload)` (keys
+ * in their order), answers the payload from it and measures it for its 1 MiB limit.
  *
  * The readers plug into the app's JSON parser (`readBodyVerbatim`): they parse the body as the
  * parsed path does (`JSON.parse`), then note where each value's text starts, keyed by the parsed
@@ -16,7 +18,7 @@
 import { utf8BodyText } from './json-body-text.js';
 import { BadRequestError } from './errors.js';
 import { itemStarts, memberStart, pythonDumpsAt, skipWhitespace } from './python-json.js';
-import { canonicalJson, CanonicalJsonError } from '../wire/digest.js';
+import { CanonicalJsonError, pythonJson } from '../wire/digest.js';
 import { isRecord } from '../wire/common.js';
 
 interface ValueSource {
@@ -66,6 +68,31 @@ export function readTableUpdateBody(bytes: Buffer): object | null {
 }
 
 /**
+ * Reader of `/feedback/create` and `/feedback/replace` bodies: `{..., "payload": {...}}` (the
+ * source is noted on the payload itself).
+ */
+export function readFeedbackBody(bytes: Buffer): object | null {
+  return readNotingValues(bytes, (source, body, note) => {
+    const payloadAt = memberStart(source, skipWhitespace(source, 0), 'payload');
+    if (payloadAt !== undefined && isRecord(body)) note([body.payload], [payloadAt]);
+  });
+}
+
+/** Reader of `/feedback/batch/create` bodies: `{"batch": [{..., "payload": {...}}, ...]}`. */
+export function readFeedbackBatchBody(bytes: Buffer): object | null {
+  return readNotingValues(bytes, (source, body, note) => {
+    const batchAt = memberStart(source, skipWhitespace(source, 0), 'batch');
+    const starts = batchAt === undefined ? undefined : itemStarts(source, batchAt);
+    const batch = isRecord(body) ? body.batch : undefined;
+    if (starts === undefined || !Array.isArray(batch) || starts.length !== batch.length) return;
+    batch.forEach((item: unknown, index) => {
+      const payloadAt = memberStart(source, starts[index] as number, 'payload');
+      if (isRecord(item) && payloadAt !== undefined) note([item.payload], [payloadAt]);
+    });
+  });
+}
+
+/**
  * The Python `json.dumps` text of a row of a body read here (from its source text), or of any
  * other row (from its JavaScript value).
  * @throws BadRequestError naming `where` for a row nested too deeply or holding a number past the float range.
@@ -83,11 +110,20 @@ export function objectValueText(obj: { readonly val: unknown }): string {
   return pythonText(obj, obj.val, 'Invalid object value');
 }
 
+/**
+ * The Python `json.dumps` text (keys in their order) of a feedback payload of a body read here
+ * (from its source text), or of any other (from its JavaScript value).
+ * @throws BadRequestError for a payload nested too deeply or holding a number past the float range.
+ */
+export function feedbackPayloadText(payload: Record<string, unknown>): string {
+  return pythonText(payload, payload, 'Invalid feedback payload', false);
+}
+
 /** Python text of `value`, from the source noted on `holder` when there is one. */
-function pythonText(holder: object, value: unknown, invalid: string): string {
+function pythonText(holder: object, value: unknown, invalid: string, sortKeys = true): string {
   const noted = valueSources.get(holder);
   try {
-    return noted === undefined ? canonicalJson(value) : pythonDumpsAt(noted.source, noted.start);
+    return noted === undefined ? pythonJson(value, { sortKeys }) : pythonDumpsAt(noted.source, noted.start, { sortKeys });
   } catch (error) {
     if (error instanceof CanonicalJsonError) throw new BadRequestError(`${invalid}: ${error.message}`);
     throw error;
@@ -117,7 +153,7 @@ function readNotingValues(bytes: Buffer, locate: (source: string, body: unknown,
   try {
     locate(source, body, note);
   } catch {
-    // Values without a noted source are written from their parsed form (canonicalJson).
+    // Values without a noted source are written from their parsed form (pythonJson).
   }
   return body;
 }

@@ -1,7 +1,8 @@
 /**
  * The text Python's `json.dumps(value, sort_keys=True)` prints for a JSON value that `json.loads`
  * read from a request body: what the hosted service hashes for a table row (`compute_row_digest`
- * in `weave/shared/digest.py`; its older servers did not sort the keys). It is computed from the
+ * in `weave/shared/digest.py`; its older servers did not sort the keys), and, keys unsorted, what
+ * it stores of a feedback payload and measures for its size limit. It is computed from the
  * body's own text because a parse into JavaScript loses the number spelling: Python reads `1.0`
  * and `1e2` as floats and prints `1.0` and `100.0`, `1` as an int, and keeps integers past 2^53
  * exact; JavaScript has one number type for all of them. A repeated key takes its last value, in
@@ -12,15 +13,16 @@
 import { canonicalJson, CanonicalJsonError, compareCodePoints, MAX_JSON_DEPTH, pythonFloatRepr } from '../wire/digest.js';
 
 /**
- * `json.dumps` of the JSON value starting at `start` in `source` (valid JSON text, e.g. a body
- * `JSON.parse` accepted).
+ * `json.dumps(..., sort_keys=True)` of the JSON value starting at `start` in `source` (valid JSON
+ * text, e.g. a body `JSON.parse` accepted); with `sortKeys: false`, `json.dumps` keeping each
+ * object's keys in the order the text gives them (a repeated key where it first appears).
  *
  * @example pythonDumpsAt('{"b": 1.0, "2": "é"}', 0) // '{"2": "\\u00e9", "b": 1.0}'
  * @throws CanonicalJsonError for nesting past MAX_JSON_DEPTH or a number past the float range
  *   (`1e400`: Python would print `Infinity`, which no JSON reader takes back).
  */
-export function pythonDumpsAt(source: string, start: number): string {
-  return new PythonDumper(source, start).value(0);
+export function pythonDumpsAt(source: string, start: number, { sortKeys = true }: { readonly sortKeys?: boolean } = {}): string {
+  return new PythonDumper(source, start, sortKeys).value(0);
 }
 
 const INTEGER_TOKEN = /^-?[0-9]+$/;
@@ -30,6 +32,7 @@ class PythonDumper {
   constructor(
     private readonly source: string,
     private at: number,
+    private readonly sortKeys: boolean,
   ) {}
 
   value(depth: number): string {
@@ -66,7 +69,7 @@ class PythonDumper {
       members.set(key, this.value(depth + 1));
       if (this.endOfList('}')) break;
     }
-    const keys = [...members.keys()].sort(compareCodePoints);
+    const keys = this.sortKeys ? [...members.keys()].sort(compareCodePoints) : [...members.keys()];
     return `{${keys.map((key) => `${canonicalJson(key)}: ${members.get(key) as string}`).join(', ')}}`;
   }
 

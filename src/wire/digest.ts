@@ -67,8 +67,20 @@ export class CanonicalJsonError extends TypeError {
  * @throws CanonicalJsonError for non-JSON values, NaN/Infinity, or nesting over MAX_JSON_DEPTH.
  */
 export function canonicalJson(value: unknown): string {
+  return pythonJson(value, { sortKeys: true });
+}
+
+/**
+ * The text Python's `json.dumps(value, sort_keys=...)` prints for a JSON value: `canonicalJson`
+ * with the keys sorted; without, in the value's own order (what the service stores of a value it
+ * does not digest, such as a feedback payload).
+ *
+ * @example pythonJson({ b: 1, a: 'é' }, { sortKeys: false }) // '{"b": 1, "a": "\\u00e9"}'
+ * @throws CanonicalJsonError as canonicalJson does.
+ */
+export function pythonJson(value: unknown, { sortKeys }: { readonly sortKeys: boolean }): string {
   const parts: string[] = [];
-  write(value, parts, 0);
+  write(value, parts, 0, sortKeys);
   return parts.join('');
 }
 
@@ -103,7 +115,7 @@ function toServiceAlphabet(base64url: string): string {
   return base64url.replace(/-/g, 'X').replace(/_/g, 'Y');
 }
 
-function write(value: unknown, out: string[], depth: number): void {
+function write(value: unknown, out: string[], depth: number, sortKeys: boolean): void {
   if (value === null) {
     out.push('null');
     return;
@@ -130,7 +142,7 @@ function write(value: unknown, out: string[], depth: number): void {
     out.push('[');
     for (let i = 0; i < value.length; i++) {
       if (i > 0) out.push(', ');
-      write(value[i], out, depth + 1);
+      write(value[i], out, depth + 1, sortKeys);
     }
     out.push(']');
     return;
@@ -140,13 +152,13 @@ function write(value: unknown, out: string[], depth: number): void {
     throw new CanonicalJsonError('Not a JSON value: a non-plain object');
   }
   const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).sort(compareCodePoints);
+  const keys = sortKeys ? Object.keys(record).sort(compareCodePoints) : Object.keys(record);
   out.push('{');
   for (let i = 0; i < keys.length; i++) {
     const key = keys[i] as string;
     if (i > 0) out.push(', ');
     out.push(pythonString(key), ': ');
-    write(record[key], out, depth + 1);
+    write(record[key], out, depth + 1, sortKeys);
   }
   out.push('}');
 }

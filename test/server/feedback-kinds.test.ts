@@ -10,7 +10,7 @@ import { openDatabase } from '../../src/server/store/db.js';
 import { createFeedbackStore, type FeedbackStore } from '../../src/server/store/feedback.js';
 import { createObjectStore, type ObjectStore } from '../../src/server/store/objects.js';
 import type { SqliteDatabase } from '../../src/server/store/sqlite.js';
-import type { FeedbackCreateReq } from '../../src/wire/feedback.js';
+import type { FeedbackCreateReq, FeedbackCreateRes } from '../../src/wire/feedback.js';
 
 const PROJECT = 'acme/demo';
 const CALL_REF = 'weave:///acme/demo/call/0123456789abcdef';
@@ -27,8 +27,9 @@ beforeEach(() => {
 afterEach(() => db.close());
 
 const count = () => (db.prepare('SELECT COUNT(*) AS n FROM feedback').get() as { n: number }).n;
+/** The store answers JSON text (the payload as stored): read back. */
 const create = (request: Partial<FeedbackCreateReq>) =>
-  feedback.create({ project_id: PROJECT, weave_ref: CALL_REF, feedback_type: 'note', payload: {}, ...request }, 'dev');
+  JSON.parse(feedback.create({ project_id: PROJECT, weave_ref: CALL_REF, feedback_type: 'note', payload: {}, ...request }, 'dev')) as FeedbackCreateRes;
 
 /** Store an annotation spec as the Weave SDK does (builtin class `AnnotationSpec`); answers its ref. */
 function annotationSpec(name: string, fieldSchema?: unknown): string {
@@ -59,7 +60,7 @@ describe('annotation feedback', () => {
     expect(annotate(ref, 4).payload).toEqual({ value: 4 });
     expect(annotate(`weave:///${PROJECT}/object/score:latest`, 0).payload).toEqual({ value: 0 });
     expect(annotate(`weave:///${PROJECT}/object/score:v0`, 5).payload).toEqual({ value: 5 });
-    expect(feedback.query({ project_id: PROJECT, fields: ['annotation_ref', 'payload.value'] })[0]).toEqual({ annotation_ref: ref, 'payload.value': 4 });
+    expect(JSON.parse(feedback.query({ project_id: PROJECT, fields: ['annotation_ref', 'payload.value'] })[0]!)).toEqual({ annotation_ref: ref, 'payload.value': 4 });
   });
 
   it('refuses a value its spec does not allow, saying why', () => {
@@ -158,7 +159,7 @@ describe('annotation feedback', () => {
     const again = annotationSpec('labels', { ...secret, enum: ['internal-a', 'internal-b', 'internal-c'] });
     expect(create({ feedback_type: 'wandb.annotation.labels', annotation_ref: again, payload: { value: 'internal-c' } }).id).toBeTruthy();
     const { digest } = objects.create({ projectId: 'acme/other', objectId: 'labels', val: { field_schema: { ...secret, enum: ['x'] } }, wbUserId: 'dev' });
-    expect(feedback.create({ project_id: 'acme/other', weave_ref: 'weave:///acme/other/call/c', feedback_type: 'wandb.annotation.labels', annotation_ref: `weave:///acme/other/object/labels:${digest}`, payload: { value: 'x' } }, 'dev').id).toBeTruthy();
+    expect(feedback.create({ project_id: 'acme/other', weave_ref: 'weave:///acme/other/call/c', feedback_type: 'wandb.annotation.labels', annotation_ref: `weave:///acme/other/object/labels:${digest}`, payload: { value: 'x' } }, 'dev')).toContain('"id":');
     // A spec cannot reach another spec's schema through $ref.
     const probe = annotationSpec('probe', { $ref: 'https://example.test/labels' });
     expectRefused({ feedback_type: 'wandb.annotation.probe', annotation_ref: probe, payload: { value: 'internal-a' } }, /not a valid JSON Schema: can't resolve reference/);

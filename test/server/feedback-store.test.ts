@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BadRequestError, ValidationError } from '../../src/server/errors.js';
 import { openDatabase } from '../../src/server/store/db.js';
 import { MAX_PAYLOAD_BYTES, createFeedbackStore, isSingleEmoji, type FeedbackStore } from '../../src/server/store/feedback.js';
-import type { FeedbackCreateReq } from '../../src/wire/feedback.js';
+import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackQueryReq } from '../../src/wire/feedback.js';
 
 const PROJECT = 'acme/demo';
 const CALL_REF = 'weave:///acme/demo/call/0123456789abcdef';
@@ -33,15 +33,19 @@ describe('feedback store', () => {
   afterEach(() => db.close());
 
   const count = () => (db.prepare('SELECT COUNT(*) AS n FROM feedback').get() as { n: number }).n;
+  // The store answers JSON text (payloads as stored); these read it back.
   const create = (overrides: Partial<FeedbackCreateReq> = {}, user = 'dev') =>
-    feedback.create({ project_id: PROJECT, weave_ref: CALL_REF, feedback_type: 'note', payload: { note: 'hi' }, ...overrides }, user);
+    JSON.parse(
+      feedback.create({ project_id: PROJECT, weave_ref: CALL_REF, feedback_type: 'note', payload: { note: 'hi' }, ...overrides }, user),
+    ) as FeedbackCreateRes;
+  const records = (request: FeedbackQueryReq) => feedback.query(request).map((text) => JSON.parse(text) as Record<string, unknown>);
 
   it('creates a record and answers id, created_at, wb_user_id and payload', () => {
     const res = create({ payload: { note: 'hi', score: 3 } });
     expect(res.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(res.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
     expect(res).toMatchObject({ wb_user_id: 'dev', payload: { note: 'hi', score: 3 } });
-    expect(feedback.query({ project_id: PROJECT })).toEqual([
+    expect(records({ project_id: PROJECT })).toEqual([
       {
         id: res.id,
         project_id: PROJECT,
@@ -85,11 +89,12 @@ describe('feedback store', () => {
     expect(count()).toBe(1);
   });
 
-  it('limits payloads to 1 MiB of JSON and bounded depth', () => {
-    const fits = 'x'.repeat(MAX_PAYLOAD_BYTES - '{"t":""}'.length);
+  it('limits payloads to 1 MiB of JSON as Python writes it (`", "`, `": "`, non-ASCII escaped) and bounded depth', () => {
+    const fits = 'x'.repeat(MAX_PAYLOAD_BYTES - '{"t": ""}'.length);
     expect(create({ payload: { t: fits } }).id).toBeTruthy();
     expect(() => create({ payload: { t: `${fits}x` } })).toThrow(/larger than/);
-    expect(() => create({ payload: { t: 'é'.repeat(MAX_PAYLOAD_BYTES / 2) } })).toThrow(/larger than/);
+    // Each "é" is `\u00e9` there: six characters.
+    expect(() => create({ payload: { t: 'é'.repeat(MAX_PAYLOAD_BYTES / 6) } })).toThrow(/larger than/);
     let deep: unknown = {};
     for (let i = 0; i < 100_000; i++) deep = { d: deep };
     expect(() => create({ payload: deep as Record<string, unknown> })).toThrow(/nested deeper/);
@@ -114,11 +119,11 @@ describe('feedback store', () => {
     const ids = (rows: Array<Record<string, unknown>>) => rows.map((row) => row.id);
 
     it('lists a project in insertion order', () => {
-      expect(ids(feedback.query({ project_id: PROJECT }))).toEqual(['a', 'b', 'c']);
+      expect(ids(records({ project_id: PROJECT }))).toEqual(['a', 'b', 'c']);
     });
 
     it('selects fields and payload paths keyed by the entry, keeping JSON types', () => {
-      const rows = feedback.query({
+      const rows = records({
         project_id: PROJECT,
         fields: ['id', 'payload.score', 'payload.nested', 'payload.nested.ok', 'payload.nested.list.1', 'creator', 'payload.missing'],
       });
@@ -127,21 +132,21 @@ describe('feedback store', () => {
         { id: 'b', 'payload.score': 10, 'payload.nested': null, 'payload.nested.ok': null, 'payload.nested.list.1': null, creator: null, 'payload.missing': null },
         { id: 'c', 'payload.score': 1.5, 'payload.nested': null, 'payload.nested.ok': null, 'payload.nested.list.1': null, creator: 'me', 'payload.missing': null },
       ]);
-      expect(feedback.query({ project_id: PROJECT, fields: ['payload'] })[0]).toEqual({
+      expect(records({ project_id: PROJECT, fields: ['payload'] })[0]).toEqual({
         payload: { note: 'first', score: 2, nested: { ok: true, list: [1, 'two'] } },
       });
-      expect(feedback.query({ project_id: PROJECT, fields: [] })).toEqual([{}, {}, {}]);
+      expect(records({ project_id: PROJECT, fields: [] })).toEqual([{}, {}, {}]);
     });
 
     it('refuses unknown fields by name', () => {
       for (const field of ['nope', 'id.x', 'payloadx', 'val', "id FROM feedback; --"]) {
-        expect(() => feedback.query({ project_id: PROJECT, fields: [field] })).toThrow(BadRequestError);
-        expect(() => feedback.query({ project_id: PROJECT, fields: [field] })).toThrow(field);
+        expect(() => records({ project_id: PROJECT, fields: [field] })).toThrow(BadRequestError);
+        expect(() => records({ project_id: PROJECT, fields: [field] })).toThrow(field);
       }
     });
 
     it('filters with $expr, including payload paths', () => {
-      const query = (expr: unknown) => ids(feedback.query({ project_id: PROJECT, query: { $expr: expr } }));
+      const query = (expr: unknown) => ids(records({ project_id: PROJECT, query: { $expr: expr } }));
       expect(query({ $gt: [{ $getField: 'payload.score' }, { $literal: 1.9 }] })).toEqual(['a', 'b']);
       expect(query({ $eq: [{ $getField: 'wb_user_id' }, { $literal: 'other' }] })).toEqual(['b']);
       expect(query({ $contains: { input: { $getField: 'payload.note' }, substr: { $literal: 'SEC' }, case_insensitive: true } })).toEqual(['b']);
@@ -154,7 +159,7 @@ describe('feedback store', () => {
       create({ id: 'd', payload: { note: 10, tag: 'x"\\\u{1F600}\n' } });
       create({ id: 'e', payload: { note: { first: true }, tag: null } });
       create({ id: 'f', payload: { note: 'first' } }, 'dev');
-      const query = (expr: unknown) => ids(feedback.query({ project_id: PROJECT, query: { $expr: expr } }));
+      const query = (expr: unknown) => ids(records({ project_id: PROJECT, query: { $expr: expr } }));
       const note = { $getField: 'payload.note' };
       expect(query({ $eq: [note, { $literal: 'first' }] })).toEqual(['a', 'f']);
       expect(query({ $eq: [{ $literal: 'first' }, note] })).toEqual(['a', 'f']);
@@ -172,7 +177,7 @@ describe('feedback store', () => {
 
     it('sorts on record fields and payload paths, then pages', () => {
       const sorted = (sort_by: Array<{ field: string; direction: 'asc' | 'desc' }>, extra = {}) =>
-        ids(feedback.query({ project_id: PROJECT, sort_by, ...extra }));
+        ids(records({ project_id: PROJECT, sort_by, ...extra }));
       expect(sorted([{ field: 'payload.score', direction: 'desc' }])).toEqual(['b', 'a', 'c']);
       expect(sorted([{ field: 'payload.score', direction: 'asc' }])).toEqual(['c', 'a', 'b']);
       expect(sorted([{ field: 'feedback_type', direction: 'desc' }, { field: 'id', direction: 'desc' }])).toEqual(['b', 'c', 'a']);
@@ -186,7 +191,7 @@ describe('feedback store', () => {
       expect(feedback.purge(PROJECT, { $expr: eq('a') })).toBe(1);
       expect(feedback.purge(PROJECT, { $expr: { $or: [eq('b'), { $eq: [{ $literal: 'c' }, { $getField: 'id' }] }, eq('x')] } })).toBe(2);
       expect(count()).toBe(1);
-      expect(ids(feedback.query({ project_id: 'acme/other' }))).toEqual(['x']);
+      expect(ids(records({ project_id: 'acme/other' }))).toEqual(['x']);
     });
 
     it('refuses purge queries of any other shape', () => {

@@ -1,9 +1,11 @@
 /**
  * `/feedback/create`, `/feedback/query`, `/feedback/purge` (SPEC §2.3), and the hosted service's
  * `/feedback/batch/create` and `/feedback/replace`: schema-validated bodies, the project (every
- * project of a batch) authorized, then one store call.
+ * project of a batch) authorized, then one store call. Payloads are read with the text they
+ * arrived as (digest-bodies.ts) and answered as stored, so the answers are written as text.
  */
 import type { RouteModule } from '../context.js';
+import { readFeedbackBatchBody, readFeedbackBody } from '../digest-bodies.js';
 import { createFeedbackStore } from '../store/feedback.js';
 import { projectAuthorizer } from './project-authorizer.js';
 import {
@@ -13,60 +15,63 @@ import {
   FeedbackQueryReqSchema,
   FeedbackReplaceReqSchema,
   type FeedbackCreateBatchReq,
-  type FeedbackCreateBatchRes,
   type FeedbackCreateReq,
-  type FeedbackCreateRes,
   type FeedbackPurgeReq,
   type FeedbackPurgeRes,
   type FeedbackQueryReq,
-  type FeedbackQueryRes,
   type FeedbackReplaceReq,
-  type FeedbackReplaceRes,
 } from '../../wire/feedback.js';
+
+/** Answers written as text (payloads spliced in as stored): JSON, as Fastify would type them. */
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export const feedbackRoutes: RouteModule = (app, ctx) => {
   const feedback = createFeedbackStore(ctx.db);
 
   app.post<{ Body: FeedbackCreateReq }>(
     '/feedback/create',
-    { schema: { body: FeedbackCreateReqSchema } },
-    async (request): Promise<FeedbackCreateRes> => {
+    { schema: { body: FeedbackCreateReqSchema }, config: { readBodyVerbatim: readFeedbackBody } },
+    async (request, reply) => {
       // The writer is whoever authenticated: a `wb_user_id` in the body is ignored.
       const wbUserId = ctx.authorizeProject(request, request.body.project_id);
-      return feedback.create(request.body, wbUserId);
+      // A `FeedbackCreateRes`.
+      return reply.type(JSON_TYPE).send(feedback.create(request.body, wbUserId));
     },
   );
 
   app.post<{ Body: FeedbackCreateBatchReq }>(
     '/feedback/batch/create',
-    { schema: { body: FeedbackCreateBatchReqSchema } },
-    async (request): Promise<FeedbackCreateBatchRes> => {
+    { schema: { body: FeedbackCreateBatchReqSchema }, config: { readBodyVerbatim: readFeedbackBatchBody } },
+    async (request, reply) => {
       const { batch } = request.body;
       if (batch.length === 0) return { res: [] };
       // Every record's project before anything is checked or stored (a 403 stores nothing); the
       // writer is the one authenticated user, whatever `wb_user_id` the records carry.
       const authorize = projectAuthorizer(ctx, request);
       const wbUserId = batch.map((item) => authorize(item.project_id))[0] as string;
-      return { res: feedback.createBatch(batch, wbUserId) };
+      // A `FeedbackCreateBatchRes`.
+      return reply.type(JSON_TYPE).send(`{"res":[${feedback.createBatch(batch, wbUserId).join(',')}]}`);
     },
   );
 
   app.post<{ Body: FeedbackReplaceReq }>(
     '/feedback/replace',
-    { schema: { body: FeedbackReplaceReqSchema } },
-    async (request): Promise<FeedbackReplaceRes> => {
+    { schema: { body: FeedbackReplaceReqSchema }, config: { readBodyVerbatim: readFeedbackBody } },
+    async (request, reply) => {
       const { feedback_id: feedbackId, ...replacement } = request.body;
       const wbUserId = ctx.authorizeProject(request, replacement.project_id);
-      return feedback.replace(feedbackId, replacement, wbUserId);
+      // A `FeedbackReplaceRes`.
+      return reply.type(JSON_TYPE).send(feedback.replace(feedbackId, replacement, wbUserId));
     },
   );
 
   app.post<{ Body: FeedbackQueryReq }>(
     '/feedback/query',
     { schema: { body: FeedbackQueryReqSchema } },
-    async (request): Promise<FeedbackQueryRes> => {
+    async (request, reply) => {
       ctx.authorizeProject(request, request.body.project_id);
-      return { result: feedback.query(request.body) };
+      // A `FeedbackQueryRes`.
+      return reply.type(JSON_TYPE).send(`{"result":[${feedback.query(request.body).join(',')}]}`);
     },
   );
 

@@ -1,7 +1,10 @@
 /**
  * Feedback records on SQLite (SPEC §2.3): create (one, a batch, or in place of another) with the
  * service's checks (the payload here, the refs in `weave-refs.ts` and `feedback-kinds.ts`), query
- * with `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. Every request is one transaction
+ * with `fields`/`$expr`/`sort_by`/`limit`/`offset`, purge by id. A payload is stored as the
+ * service stores it, Python's `json.dumps` of the payload as sent (`digest-bodies.ts`): `1.0`
+ * stays a float and an integer past 2^53 exact, and answers carry that text as it is, which is
+ * why they are JSON text rather than values. Every request is one transaction
  * or one statement: a batch is stored whole or not at all, and a replace never deletes the old
  * record without storing the new one (the service purges first and then checks the new record, so
  * a new record that breaks a rule loses the old one there).
@@ -23,14 +26,18 @@ import {
 } from '../../wire/feedback.js';
 import { uuidv7 } from '../ids.js';
 import { nowInstant } from '../timestamps.js';
-import { listQueryTail, utf8Length } from './content-common.js';
+import { listQueryTail } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
 import { assertJsonDepth } from '../json-depth.js';
+import { feedbackPayloadText } from '../digest-bodies.js';
 import { checkFeedbackKind, type ReadObjectVersion } from './feedback-kinds.js';
 import { createObjectStore, type ObjectStore } from './objects.js';
 import { parseProjectRef, type WeaveRef } from './weave-refs.js';
 
-/** Largest payload, as UTF-8 bytes of its JSON (the hosted service's limit). */
+/**
+ * Largest payload, in characters of Python's `json.dumps` of it (ASCII: non-ASCII characters
+ * written as `\uXXXX` escapes), as the hosted service measures it.
+ */
 export const MAX_PAYLOAD_BYTES = 1 << 20;
 /** Longest client-chosen feedback id. */
 export const MAX_FEEDBACK_ID_LENGTH = 128;
@@ -65,20 +72,26 @@ export const FEEDBACK_FIELDS: FieldTable = {
 };
 
 export interface FeedbackStore {
-  /** Store one record for user `wbUserId`; re-sending the same id with the same content is a no-op. */
-  create(request: FeedbackCreateReq, wbUserId: string): FeedbackCreateRes;
+  /**
+   * Store one record for user `wbUserId`; re-sending the same id with the same content is a no-op.
+   * Answers the `FeedbackCreateRes` as JSON text, the payload as stored.
+   */
+  create(request: FeedbackCreateReq, wbUserId: string): string;
   /**
    * Store every record of a batch as `create` does, all or none: the first record that breaks a
    * rule fails the batch with a 400 naming its index.
    */
-  createBatch(requests: readonly FeedbackCreateReq[], wbUserId: string): FeedbackCreateRes[];
+  createBatch(requests: readonly FeedbackCreateReq[], wbUserId: string): string[];
   /**
    * Delete record `feedbackId` of the request's project (when there is one) and store the new
    * record in its place, in one transaction: when the new record is refused, the old one stays.
    */
-  replace(feedbackId: string, request: FeedbackCreateReq, wbUserId: string): FeedbackCreateRes;
-  /** Records of a project: whole, or one object per record keyed by each `fields` entry. */
-  query(request: FeedbackQueryReq): Array<Record<string, unknown>>;
+  replace(feedbackId: string, request: FeedbackCreateReq, wbUserId: string): string;
+  /**
+   * Records of a project, each as JSON text: whole (a `Feedback`), or one object keyed by each
+   * `fields` entry; payload values as stored.
+   */
+  query(request: FeedbackQueryReq): string[];
   /** Delete the records whose ids `query` names; answers how many went. */
   purge(projectId: string, query: Query): number;
 }
@@ -137,7 +150,7 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
 
   return {
     create(request, wbUserId) {
-      return createdParts(insertOne.immediate(validatedRow(request, wbUserId, readObject)));
+      return createdJson(insertOne.immediate(validatedRow(request, wbUserId, readObject)));
     },
 
     createBatch(requests, wbUserId) {
@@ -148,17 +161,17 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
         }
         return atBatchIndex(index, () => validatedRow(request, wbUserId, readObject));
       });
-      return insertAll.immediate(rows).map(createdParts);
+      return insertAll.immediate(rows).map(createdJson);
     },
 
     replace(feedbackId, request, wbUserId) {
-      return createdParts(insertInPlaceOf.immediate(feedbackId, validatedRow(request, wbUserId, readObject)));
+      return createdJson(insertInPlaceOf.immediate(feedbackId, validatedRow(request, wbUserId, readObject)));
     },
 
     query(request) {
       const params: unknown[] = [];
-      // `fields` entries are read in SQL as JSON text (a number stays a number, an object an
-      // object); unknown entries are a 400 from the field resolver, before anything runs.
+      // `fields` entries are read in SQL as JSON text (a number stays a number as stored, an
+      // object an object); unknown entries are a 400 from the field resolver, before anything runs.
       const fields = request.fields ?? null;
       let columns = RECORD_COLUMNS;
       if (fields !== null) {
@@ -171,15 +184,18 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
       }
       const sql = `SELECT ${columns} FROM feedback ${listQueryTail(request, FEEDBACK_FIELDS, params)}`;
       const rows = queries.get(sql).all(...params) as Array<Record<string, unknown>>;
-      if (fields === null) return rows.map((row) => toRecord(row as FeedbackRow));
-      return rows.map((row) => {
-        const result: Record<string, unknown> = {};
-        fields.forEach((field, index) => {
-          const json = row[`f${index}`];
-          result[field] = typeof json === 'string' ? (JSON.parse(json) as unknown) : null;
-        });
-        return result;
+      if (fields === null) return rows.map((row) => recordJson(row as FeedbackRow));
+      // A field named twice is one member, where it is first named (as in an object built by assignment).
+      const firstIndexes: number[] = [];
+      const named = new Set<string>();
+      fields.forEach((field, index) => {
+        if (named.has(field)) return;
+        named.add(field);
+        firstIndexes.push(index);
       });
+      return rows.map((row) =>
+        jsonObjectOf(firstIndexes.map((index) => [fields[index] as string, (row[`f${index}`] as string | null) ?? 'null'])),
+      );
     },
 
     purge(projectId, query) {
@@ -198,9 +214,10 @@ function validatedRow(request: FeedbackCreateReq, wbUserId: string, readObject: 
     if (ref !== undefined && ref !== null) refs[field] = parseProjectRef(field, ref, projectId);
   }
   assertJsonDepth(request.payload, 'Feedback payload');
-  const payload = JSON.stringify(request.payload);
-  if (utf8Length(payload) > MAX_PAYLOAD_BYTES) {
-    throw new BadRequestError(`Feedback payload is larger than ${MAX_PAYLOAD_BYTES} bytes of JSON`);
+  // What the service stores, and measures: ASCII, so its length is its size in bytes.
+  const payload = feedbackPayloadText(request.payload);
+  if (payload.length > MAX_PAYLOAD_BYTES) {
+    throw new BadRequestError(`Feedback payload is larger than ${MAX_PAYLOAD_BYTES} characters of JSON (as Python's json.dumps writes it)`);
   }
   if (request.feedback_type === REACTION_FEEDBACK_TYPE) checkReaction(request.payload);
   if (request.feedback_type === NOTE_FEEDBACK_TYPE) checkNote(request.payload);
@@ -236,13 +253,23 @@ function atBatchIndex<T>(index: number, step: () => T): T {
 }
 
 /** What a create answers of the stored record. */
-function createdParts(stored: FeedbackRow): FeedbackCreateRes {
-  return {
-    id: stored.id,
-    created_at: stored.created_at,
-    wb_user_id: stored.wb_user_id,
-    payload: JSON.parse(stored.payload) as Record<string, unknown>,
-  };
+function createdJson(stored: FeedbackRow): string {
+  return jsonObjectOf([
+    ['id', JSON.stringify(stored.id)],
+    ['created_at', JSON.stringify(stored.created_at)],
+    ['wb_user_id', JSON.stringify(stored.wb_user_id)],
+    ['payload', stored.payload],
+  ]);
+}
+
+/** A stored row as the record of SPEC §2.3: every field, the payload's text as stored. */
+function recordJson(row: FeedbackRow): string {
+  return jsonObjectOf(FEEDBACK_RECORD_FIELDS.map((field) => [field, field === 'payload' ? row.payload : JSON.stringify(row[field])]));
+}
+
+/** `{"key":<text>,...}` of members whose values are JSON text already. */
+function jsonObjectOf(members: ReadonlyArray<readonly [key: string, text: string]>): string {
+  return `{${members.map(([key, text]) => `${JSON.stringify(key)}:${text}`).join(',')}}`;
 }
 
 function sameContent(a: FeedbackRow, b: FeedbackRow): boolean {
@@ -317,10 +344,3 @@ function codePointCount(text: string): number {
   return count;
 }
 
-/** A stored row as the record of SPEC §2.3 (every field, payload parsed). */
-function toRecord(row: FeedbackRow): Record<string, unknown> {
-  const record: Record<string, unknown> = {};
-  for (const field of FEEDBACK_RECORD_FIELDS) record[field] = row[field];
-  record.payload = JSON.parse(row.payload) as unknown;
-  return record;
-}
