@@ -81,6 +81,14 @@ describe('feedback/create: payload numbers', () => {
 
 
 describe('feedback/create: reactions', () => {
+  it('refuses reaction "emoji" that are no emoji: unassigned pictographic code points, stacked skin tones', async () => {
+    // U+1FFFD and U+1FC00 are unassigned (Extended_Pictographic reserves them); the hosted
+    // service's emoji.emoji_count() finds 0 in them, and 2 in a thumb with two skin tones.
+    const statuses: number[] = [];
+    for (const emoji of ['\u{1FFFD}', '\u{1FC00}', '👍🏻🏻']) statuses.push((await create({ feedback_type: 'wandb.reaction.1', payload: { emoji } })).status);
+    expect(statuses).toEqual([400, 400, 400]);
+  });
+
   it('takes one emoji of the usual shapes and refuses text, pieces and pairs', async () => {
     for (const emoji of ['👍', '👍🏽', '❤️', '🇯🇵', '1️⃣', '👨‍👩‍👧', '🏳️‍🌈', '🏴󠁧󠁢󠁳󠁣󠁴󠁿']) {
       const res = await create({ feedback_type: 'wandb.reaction.1', payload: { emoji } });

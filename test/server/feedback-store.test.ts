@@ -16,7 +16,7 @@ describe('isSingleEmoji', () => {
   });
 
   it('refuses text, several emoji and pieces of emoji', () => {
-    for (const text of ['', 'a', ':)', '👍👍', '👍 ', ' 👍', '🇫', '🇫🇷🇩🇪', '🏽', '\u200d', 'é', '1', 'a\u200d👍', '👍\u0301x', '👍'.repeat(40)]) {
+    for (const text of ['', 'a', ':)', '👍👍', '👍 ', ' 👍', '🇫', '🇫🇷🇩🇪', '🏽', '\u200d', 'é', '1', 'a\u200d👍', '👍\u0301x', '👍'.repeat(40), '\u{1FFFD}', '👍🏻🏻']) {
       expect(isSingleEmoji(text), JSON.stringify(text)).toBe(false);
     }
   });

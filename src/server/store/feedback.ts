@@ -289,11 +289,15 @@ const MAX_EMOJI_UNITS = 64;
 
 /**
  * One emoji as a grapheme cluster: a flag (two regional indicators), a keycap (`1️⃣`), or a
- * pictograph with optional presentation selector, skin-tone modifiers and tag characters
- * (subdivision flags), joined by ZWJ to further pictographs (families, professions, 🏳️‍🌈).
+ * pictograph with an optional presentation selector or one skin-tone modifier, then tag
+ * characters (subdivision flags), joined by ZWJ to further pictographs (families, professions,
+ * 🏳️‍🌈). A pictograph is an assigned emoji character: Extended_Pictographic also reserves
+ * unassigned code points (U+1FC00..U+1FFFD among them), and the service's `emoji.emoji_count()` finds no
+ * emoji there, and two in a thumb with two skin tones. (A skin tone alone is refused here as a
+ * piece of an emoji; the service counts it as one.)
  */
 const EMOJI_CLUSTER =
-  /^(?:\p{Regional_Indicator}{2}|[0-9#*]\uFE0F?\u20E3|\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}\u{E0020}-\u{E007F}]*(?:\u200D\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}]*)*)$/u;
+  /^(?:\p{Regional_Indicator}{2}|[0-9#*]\uFE0F?\u20E3|(?=\p{Emoji})\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}]?[\u{E0020}-\u{E007F}]*(?:\u200D(?=\p{Emoji})\p{Extended_Pictographic}[\uFE0F\p{Emoji_Modifier}]?)*)$/u;
 
 /** Whether `text` is exactly one emoji (one grapheme cluster that is an emoji). */
 export function isSingleEmoji(text: string): boolean {
