@@ -194,20 +194,24 @@ describe('feedback store', () => {
       expect(ids(records({ project_id: 'acme/other' }))).toEqual(['x']);
     });
 
-    it('refuses purge queries of any other shape', () => {
+    it('refuses purge queries of any other shape: a 422 when they break the $expr grammar, else a 400', () => {
       for (const expr of [
         { $or: [] },
+        { $eq: [{ $getField: 'id' }] },
+        { $eq: [{ $getField: 'id' }, { $literal: 'a' }], $or: [] },
+        null,
+        'id',
+      ]) {
+        expect(() => feedback.purge(PROJECT, { $expr: expr }), JSON.stringify(expr)).toThrow(ValidationError);
+      }
+      for (const expr of [
         { $gt: [{ $getField: 'id' }, { $literal: 'a' }] },
         { $eq: [{ $getField: 'creator' }, { $literal: 'me' }] },
         { $eq: [{ $getField: 'id' }, { $literal: 1 }] },
-        { $eq: [{ $getField: 'id' }] },
-        { $eq: [{ $getField: 'id' }, { $literal: 'a' }], $or: [] },
         { $and: [{ $eq: [{ $getField: 'id' }, { $literal: 'a' }] }] },
         // The service's feedback purge takes no "$in" (its token price purge does).
         { $in: [{ $getField: 'id' }, [{ $literal: 'a' }]] },
         { $or: [{ $eq: [{ $getField: 'id' }, { $literal: 'a' }] }, { $not: [{ $eq: [{ $getField: 'id' }, { $literal: 'b' }] }] }] },
-        null,
-        'id',
       ]) {
         expect(() => feedback.purge(PROJECT, { $expr: expr }), JSON.stringify(expr)).toThrow(BadRequestError);
       }

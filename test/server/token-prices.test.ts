@@ -109,7 +109,6 @@ describe('cost/create, cost/query and cost/purge', () => {
     for (const expr of [
       { $eq: [{ $getField: 'llm_id' }, { $literal: 'm' }] },
       { $gt: [{ $getField: 'id' }, { $literal: '' }] },
-      { $or: [] },
       { $in: [{ $getField: 'id' }, []] },
       { $in: [{ $getField: 'llm_id' }, [{ $literal: 'm' }]] },
       { $in: [{ $getField: 'id' }, [{ $literal: 1 }]] },
@@ -120,6 +119,10 @@ describe('cost/create, cost/query and cost/purge', () => {
       expect(res.body.reason).toMatch(/^Can only purge costs by id/);
     }
     expect((await call('/cost/purge', { project_id: 'acme/keep' })).status).toBe(422);
+    // A query that breaks the $expr grammar (an empty $or) is a 422 with its loc, as in every query.
+    const empty = await call('/cost/purge', { project_id: 'acme/keep', query: { $expr: { $or: [] } } });
+    expect(empty.status).toBe(422);
+    expect(empty.body.detail[0].loc).toEqual(['body', 'query', '$expr', '$or']);
     expect(storedPrices()).toEqual(before);
   });
 

@@ -2,20 +2,25 @@
  * The ids a purge query names. The service deletes feedback and token prices only by id, for
  * safety: `{"$eq": [{"$getField": "id"}, {"$literal": "<id>"}]}` (operands in either order here),
  * an `$or` of those, and for token prices also `{"$in": [{"$getField": "id"}, [{"$literal":
- * "<id>"}, ...]]}` (its feedback purge refuses `$in`). Any other shape is a 400, so a purge never
- * deletes by a general query.
+ * "<id>"}, ...]]}` (its feedback purge refuses `$in`). A query that breaks the `$expr` grammar is
+ * a 422 with its `loc`, as in every other query (SPEC §2.4); any well-formed shape but those is a
+ * 400, so a purge never deletes by a general query.
  */
 import { BadRequestError } from '../errors.js';
 import { isRecord } from '../../wire/common.js';
+import { parseQuery } from './parse.js';
 
 /**
- * The ids `expr` selects; throws BadRequestError with `shapeMessage` for any other shape
- * (`$in` included unless `idList`).
+ * The ids the body field `query` (`{"$expr": ...}`) selects.
+ * @throws ValidationError (422, `loc` from `["body", "query"]`) when the query breaks the grammar;
+ *   BadRequestError with `shapeMessage` for any other shape (`$in` included unless `idList`).
  *
  * @example
- * purgeIds({ $in: [{ $getField: 'id' }, [{ $literal: 'a' }, { $literal: 'b' }]] }, '...', { idList: true }); // ['a', 'b']
+ * purgeIds({ $expr: { $in: [{ $getField: 'id' }, [{ $literal: 'a' }, { $literal: 'b' }]] } }, '...', { idList: true }); // ['a', 'b']
  */
-export function purgeIds(expr: unknown, shapeMessage: string, { idList }: { readonly idList: boolean }): string[] {
+export function purgeIds(query: unknown, shapeMessage: string, { idList }: { readonly idList: boolean }): string[] {
+  parseQuery(query, ['body', 'query']);
+  const expr = (query as { $expr: unknown }).$expr;
   const refuse = (): never => {
     throw new BadRequestError(shapeMessage);
   };

@@ -199,7 +199,7 @@ export function createFeedbackStore(db: SqliteDatabase, objects: Pick<ObjectStor
     },
 
     purge(projectId, query) {
-      const ids = purgeIds(query.$expr, PURGE_SHAPE, { idList: false });
+      const ids = purgeIds(query, PURGE_SHAPE, { idList: false });
       return deleteByIds.run(projectId, JSON.stringify(ids)).changes;
     },
   };

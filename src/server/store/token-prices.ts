@@ -148,7 +148,7 @@ export function createTokenPriceStore(db: SqliteDatabase): TokenPriceStore {
     },
 
     purge(projectId, query) {
-      return deleteByIds.run(projectId, JSON.stringify(purgeIds(query.$expr, PURGE_SHAPE, { idList: true }))).changes;
+      return deleteByIds.run(projectId, JSON.stringify(purgeIds(query, PURGE_SHAPE, { idList: true }))).changes;
     },
 
     priceOf(projectId) {
