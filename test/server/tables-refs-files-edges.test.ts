@@ -87,7 +87,6 @@ describe('tables, refs and files as the service answers them', () => {
     for (const ref of [
       `${REF}/object/hostile:${digest}/${longPath}`,
       `${REF}/object/hostile:${digest}/index/1.5`,
-      `${REF}/object/hostile:${digest}/key/%E0%A4%A`,
       `${REF}/object/hostile:${digest}/nope/x`,
       `${REF}/object/hostile:a:b`,
       `${REF}/call/abc`,

@@ -6,7 +6,8 @@
  * and may go on into its value in pairs: `attr/<name>` and `key/<name>` (a member), `index/<n>` (a
  * list item; negative counts from the end, as Python's), and `id/<row digest>` (a row of the
  * table a value refers to: a Dataset's rows are `/attr/rows/id/<row digest>`). Name and path
- * parts are percent-decoded (`+` is a space), as the service's `unquote_plus`. A walk that meets a
+ * parts are percent-decoded (`+` is a space) as the service's `unquote_plus` decodes them: a `%`
+ * that starts no escape is itself, and bytes that are no UTF-8 read as U+FFFD. A walk that meets a
  * ref string goes on in what it names, within the ref's own project only (a ref into another
  * project reads as null, as on the service).
  *
@@ -18,16 +19,16 @@
  * a ref met inside a value the rest of the path is still walked (the service drops it).
  *
  * Refs are resolved in rounds, so that each round reads the objects and table rows every ref
- * needs at once; objects (parsed) and rows (as text, row-text.ts) are cached for the request and
- * bounded by MAX_REFS_LOADED_BYTES.
+ * needs at once; both are walked on their stored text (stored-text.ts) and answered by it, as
+ * `obj/read` answers an object (`1.0` stays a float, integers past 2^53 exact, as the service's
+ * Python reads them), cached for the request and bounded by MAX_REFS_LOADED_BYTES.
  */
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, HttpError, NotFoundError } from '../errors.js';
 import { quote } from '../quote.js';
-import { isRecord } from '../../wire/common.js';
 import { MAX_REFS_PER_READ } from '../../wire/tables.js';
 import type { TableStore } from './tables.js';
-import { RowText } from './row-text.js';
+import { StoredText } from './stored-text.js';
 import { versionRef } from './weave-refs.js';
 
 const REF_PREFIX = 'weave:///';
@@ -58,16 +59,17 @@ type Pending =
   | { readonly kind: 'object'; readonly name: string; readonly version: string; readonly path: readonly string[] }
   | { readonly kind: 'row'; readonly tableDigest: string; readonly rowDigest: string };
 
+/** Where a value starts in the stored text of an object's value or a table row. */
+interface ValueAt {
+  readonly text: StoredText;
+  readonly start: number;
+}
+
 interface Walk {
   /** The project of the request's ref: walks never leave it. */
   readonly projectId: string;
-  val: unknown;
-  /**
-   * Where the walk's value is in a table row's stored text, while the walk is inside a row (`val`
-   * is then not read): the answer is that exact text, whose numbers a parse into JavaScript would
-   * change (`1.0`, integers past 2^53). Values of objects are answered from their parsed form.
-   */
-  inRow: { readonly row: RowText; readonly start: number } | undefined;
+  /** Where the walk's value is (its answer is that exact text), or undefined for null. */
+  value: ValueAt | undefined;
   path: readonly string[];
   /** Index of the next edge name in `path`. */
   at: number;
@@ -109,8 +111,8 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
           throw new HttpError(413, `These refs read more than ${MAX_REFS_LOADED_BYTES} bytes of stored values: read fewer at a time`);
         }
       };
-      const roots = new Map<string, { val: unknown } | null>();
-      const rows = new Map<string, RowText>();
+      const roots = new Map<string, StoredText | null>();
+      const rows = new Map<string, StoredText>();
       const storedRefs = new Map<string, ParsedRef | null>();
 
       for (let round = 0; walks.some((walk) => walk.pending !== null); round++) {
@@ -124,12 +126,11 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
             const row = readObject.get(walk.projectId, name, version);
             if (row === undefined) throw new NotFoundError(`Object ${quote(`${name}:${version}`)} not found in project ${quote(walk.projectId)}`);
             charge(row.size_bytes);
-            root = row.deleted_at === null ? { val: JSON.parse(row.val) as unknown } : null;
+            root = row.deleted_at === null ? new StoredText(row.val) : null;
             roots.set(key, root);
           }
           // A deleted version reads as null, whatever the path.
-          walk.val = root === null ? null : root.val;
-          walk.inRow = undefined;
+          walk.value = root === null ? undefined : { text: root, start: root.start };
           walk.path = root === null ? [] : path;
           walk.at = 0;
           walk.pending = null;
@@ -140,8 +141,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 
       let answer = '{"vals":[';
       walks.forEach((walk, index) => {
-        const text = walk.inRow === undefined ? JSON.stringify(walk.val) : walk.inRow.row.valueAt(walk.inRow.start);
-        answer += (index === 0 ? '' : ',') + (text ?? 'null');
+        answer += (index === 0 ? '' : ',') + (walk.value === undefined ? 'null' : walk.value.text.valueAt(walk.value.start));
         if (answer.length > MAX_REFS_ANSWER_CHARS) {
           throw new HttpError(413, `The values of these refs exceed ${MAX_REFS_ANSWER_CHARS} characters: read fewer at a time`);
         }
@@ -154,7 +154,7 @@ export function createRefReader(db: SqliteDatabase, tables: TableStore): RefRead
 /** Read the table rows walks wait for: one query per table. */
 function readRows(
   walks: readonly Walk[],
-  cache: Map<string, RowText>,
+  cache: Map<string, StoredText>,
   tables: TableStore,
   charge: (bytes: number) => void,
 ): void {
@@ -181,12 +181,10 @@ function readRows(
       const key = JSON.stringify([projectId, rowDigest]);
       if (!cache.has(key)) {
         charge(text.length);
-        cache.set(key, new RowText(text));
+        cache.set(key, new StoredText(text));
       }
-      const row = cache.get(key) as RowText;
-      // Walked on its text alone (`val` is not read while `inRow` is set).
-      walk.val = undefined;
-      walk.inRow = { row, start: row.start };
+      const row = cache.get(key) as StoredText;
+      walk.value = { text: row, start: row.start };
       // Past the `id/<row digest>` pair the row was read for.
       walk.at += 2;
       walk.pending = null;
@@ -196,12 +194,11 @@ function readRows(
 
 function startWalk(ref: ParsedRef): Walk {
   if (ref.kind === 'object') {
-    return { projectId: ref.projectId, val: null, inRow: undefined, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
+    return { projectId: ref.projectId, value: undefined, path: [], at: 0, pending: { kind: 'object', name: ref.name, version: ref.version, path: ref.extra } };
   }
   return {
     projectId: ref.projectId,
-    val: null,
-    inRow: undefined,
+    value: undefined,
     path: ref.extra,
     at: 0,
     pending: { kind: 'row', tableDigest: ref.digest, rowDigest: ref.extra[1] as string },
@@ -214,10 +211,15 @@ function startWalk(ref: ParsedRef): Walk {
  */
 function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
   while (walk.at < walk.path.length) {
+    // Off the stored text: null, whatever the rest of the path.
+    if (walk.value === undefined) {
+      walk.at = walk.path.length;
+      return;
+    }
     const edge = walk.path[walk.at] as string;
     const arg = walk.path[walk.at + 1] as string;
-    const current = walk.inRow === undefined ? walk.val : walk.inRow.row.refAt(walk.inRow.start);
-    if (typeof current === 'string' && current.startsWith(REF_PREFIX)) {
+    const current = walk.value.text.refAt(walk.value.start);
+    if (current !== undefined) {
       let inner = storedRefs.get(current);
       if (inner === undefined) {
         inner = parseStoredRef(current);
@@ -225,9 +227,12 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
       }
       if (inner !== null) {
         if (inner.projectId !== walk.projectId) {
-          walk.val = null;
-          walk.inRow = undefined;
-        } else if (inner.kind === 'object') {
+          // Another project's value reads as null, whatever the rest of the path.
+          walk.value = undefined;
+          walk.at = walk.path.length;
+          return;
+        }
+        if (inner.kind === 'object') {
           const left = walk.path.length - walk.at;
           if (inner.extra.length + left > MAX_REF_PATH_PARTS) {
             throw new BadRequestError(
@@ -236,39 +241,26 @@ function advance(walk: Walk, storedRefs: Map<string, ParsedRef | null>): void {
           }
           walk.pending = { kind: 'object', name: inner.name, version: inner.version, path: [...inner.extra, ...walk.path.slice(walk.at)] };
           return;
-        } else if (edge === 'id') {
+        }
+        if (edge === 'id') {
           walk.pending = { kind: 'row', tableDigest: inner.digest, rowDigest: arg };
           return;
         }
       }
     }
-    if (walk.inRow === undefined) {
-      walk.val = step(walk.val, edge, arg);
-    } else {
-      walk.inRow = stepInRow(walk.inRow, edge, arg);
-      // Off the row's text: what is not there reads as null.
-      if (walk.inRow === undefined) walk.val = null;
-    }
+    walk.value = step(walk.value, edge, arg);
     walk.at += 2;
   }
 }
 
-/** The same edge as `step`, in a row's text: where the value it leads to starts, if it is there. */
-function stepInRow(inRow: { readonly row: RowText; readonly start: number }, edge: string, arg: string): typeof inRow | undefined {
+/**
+ * One edge into a value: where the value it leads to starts, or undefined (null) where the value
+ * has no such member or item, and for `id` on a value that is not a table ref.
+ */
+function step(value: ValueAt, edge: string, arg: string): ValueAt | undefined {
   const start =
-    edge === 'key' || edge === 'attr' ? inRow.row.member(inRow.start, arg) : edge === 'index' ? inRow.row.item(inRow.start, Number(arg)) : undefined;
-  return start === undefined ? undefined : { row: inRow.row, start };
-}
-
-/** One edge into a value; null where the value has no such member or item. */
-function step(val: unknown, edge: string, arg: string): unknown {
-  if (edge === 'key' || edge === 'attr') return isRecord(val) && Object.hasOwn(val, arg) ? val[arg] : null;
-  if (edge === 'index' && Array.isArray(val)) {
-    const index = Number(arg) < 0 ? Number(arg) + val.length : Number(arg);
-    return index >= 0 && index < val.length ? (val[index] as unknown) : null;
-  }
-  // `id` on a value that is not a table ref, or `index` on a value that is not a list.
-  return null;
+    edge === 'key' || edge === 'attr' ? value.text.member(value.start, arg) : edge === 'index' ? value.text.item(value.start, Number(arg)) : undefined;
+  return start === undefined ? undefined : { text: value.text, start };
 }
 
 /** A request's ref: parsed, and only of the forms this endpoint reads. */
@@ -313,7 +305,7 @@ function parseRef(ref: string, field: string): ParsedRef {
   const projectId = `${entity}/${project}`;
   if (kind === 'object' || kind === 'op') {
     const version = versionRef(field, { kind, path: rest }, [kind]);
-    return { kind: 'object', projectId, name: unquotePlus(version.name, field), version: version.version, extra: pathOf(version.extra, field) };
+    return { kind: 'object', projectId, name: unquotePlus(version.name), version: version.version, extra: pathOf(version.extra, field) };
   }
   if (kind === 'table') return { kind: 'table', projectId, digest: rest[0] as string, extra: pathOf(rest.slice(1), field) };
   throw new BadRequestError(`${field}: ${quote(kind)} refs are not read by refs/read_batch (object, op and table-row refs are)`);
@@ -325,7 +317,7 @@ function pathOf(parts: readonly string[], field: string): string[] {
   const raw = parts.length === 1 && parts[0] === '' ? [] : parts;
   if (raw.length > MAX_REF_PATH_PARTS) throw new BadRequestError(`${field} has a path of ${raw.length} parts (at most ${MAX_REF_PATH_PARTS})`);
   if (raw.length % 2 !== 0) throw new BadRequestError(`${field}: the path after the version must be pairs of <edge>/<value>`);
-  const path = raw.map((part) => unquotePlus(part, field));
+  const path = raw.map(unquotePlus);
   for (let i = 0; i < path.length; i += 2) {
     const edge = path[i] as string;
     if (!EDGE_NAMES.has(edge)) throw new BadRequestError(`${field}: unknown path edge ${quote(edge)} (key, attr, index or id)`);
@@ -336,12 +328,34 @@ function pathOf(parts: readonly string[], field: string): string[] {
   return path;
 }
 
-/** Python's `urllib.parse.unquote_plus`, for the service's quoting of names and path parts. */
-function unquotePlus(text: string, field: string): string {
-  if (!text.includes('%') && !text.includes('+')) return text;
-  try {
-    return decodeURIComponent(text.replace(/\+/g, ' '));
-  } catch {
-    throw new BadRequestError(`${field}: malformed percent-escape in ${quote(text)}`);
+/**
+ * Python's `urllib.parse.unquote_plus`, for the service's quoting of names and path parts: `+` is
+ * a space; in each run of ASCII characters the `%XX` escapes are bytes, a `%` that starts none is
+ * itself, and the run's bytes are read as UTF-8 with U+FFFD for what is no UTF-8 (Python's
+ * `errors="replace"`). It never refuses a part, as the service does not.
+ */
+function unquotePlus(text: string): string {
+  const spaced = text.replace(/\+/g, ' ');
+  if (!spaced.includes('%')) return spaced;
+  return spaced.replace(ASCII_RUN, (run) => (run.includes('%') ? LENIENT_UTF8.decode(escapedBytes(run)) : run));
+}
+
+const ASCII_RUN = /[\u0000-\u007f]+/g;
+const ESCAPE = /^[0-9A-Fa-f]{2}$/;
+/** Python keeps a byte order mark a decode meets (`ignoreBOM: true` keeps it here). */
+const LENIENT_UTF8 = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/** The bytes of a run of ASCII characters, each `%XX` one byte. */
+function escapedBytes(run: string): Uint8Array {
+  const bytes: number[] = [];
+  for (let i = 0; i < run.length; i++) {
+    const escape = run.slice(i + 1, i + 3);
+    if (run[i] === '%' && ESCAPE.test(escape)) {
+      bytes.push(Number.parseInt(escape, 16));
+      i += 2;
+    } else {
+      bytes.push(run.charCodeAt(i));
+    }
   }
+  return Uint8Array.from(bytes);
 }

@@ -1,23 +1,24 @@
 /**
- * A stored table row's text, navigated by refs that read values inside the row. The text is the
- * row as its digest hashes it (Python's `json.dumps`, `digest-bodies.ts`), so a value answered from
- * it keeps its number spelling (`1.0`, integers past 2^53), which a parse into JavaScript changes;
- * and the row is never parsed whole.
+ * The stored text of a table row or an object's value, navigated by refs that read values inside
+ * it. The text is the value as its digest hashes it (Python's `json.dumps`, `digest-bodies.ts`;
+ * objects stored by older versions, and those given a `builtin_object_class`, hold
+ * `JSON.stringify`'s text), so a value answered from it keeps its number spelling (`1.0`,
+ * integers past 2^53), which a parse into JavaScript changes; and the value is never parsed whole.
  *
- * Where every object and list ends is found in one pass over the row, when a ref first steps into
- * it; each container a request steps into is then read once for where its members or items
+ * Where every object and list ends is found in one pass over the text, when a ref first steps
+ * into it; each container a request steps into is then read once for where its members or items
  * start, skipping nested containers by their recorded ends. A path of any depth costs one pass
- * over the row, not one per step (a scan per step cost 6.5 s for 240 levels over a 20 MB string,
+ * over the text, not one per step (a scan per step cost 6.5 s for 240 levels over a 20 MB string,
  * and a scan per ref and step 11 s for 1000 refs into one 8 MB row).
  */
 import { canonicalJson } from '../../wire/digest.js';
 import { endOfLiteral, endOfString, skipWhitespace } from '../python-json.js';
 import { CLOSE_BRACE, CLOSE_BRACKET, COMMA, OPEN_BRACE, OPEN_BRACKET, QUOTE } from '../verbatim-json.js';
 
-/** What a ref string met in a row starts with, as the row's text spells it (`json.dumps` escapes no `/`). */
+/** What a ref string met in a value starts with, as either writer spells it (neither escapes `/`). */
 const REF_TEXT_PREFIX = '"weave:///';
 
-export class RowText {
+export class StoredText {
   /** Starts of every object and list, in text order, and where each ends (past its closing bracket). */
   #containerStarts: number[] | undefined;
   #containerEnds: number[] = [];
@@ -28,7 +29,7 @@ export class RowText {
 
   constructor(readonly text: string) {}
 
-  /** Where the row's value starts. */
+  /** Where the value starts. */
   get start(): number {
     return skipWhitespace(this.text, 0);
   }
@@ -95,20 +96,24 @@ export class RowText {
   }
 
   /**
-   * Where member `key` of the object at `start` starts, by a scan comparing each key as the row
-   * spells it (`json.dumps` writes a key one way only), keeping the last, as JSON.parse does.
+   * Where member `key` of the object at `start` starts, by a scan comparing each key as the text
+   * spells it (`json.dumps` writes a key one way only, and so does `JSON.stringify`), keeping the
+   * last, as JSON.parse does.
    */
   #scanForMember(start: number, key: string): number | undefined {
     const text = this.text;
     if (text.charCodeAt(start) !== OPEN_BRACE) return undefined;
-    const spelled = canonicalJson(key);
+    const python = canonicalJson(key);
+    const javascript = JSON.stringify(key);
+    const spelledAt = (at: number, length: number): boolean =>
+      (length === python.length && text.startsWith(python, at)) || (length === javascript.length && text.startsWith(javascript, at));
     let found: number | undefined;
     let at = skipWhitespace(text, start + 1);
     if (text.charCodeAt(at) === CLOSE_BRACE) return undefined;
     for (;;) {
       const keyEnd = endOfString(text, at);
       const valueStart = skipWhitespace(text, skipWhitespace(text, keyEnd) + 1); // past ':'
-      if (keyEnd - at === spelled.length && text.startsWith(spelled, at)) found = valueStart;
+      if (spelledAt(at, keyEnd - at)) found = valueStart;
       at = skipWhitespace(text, this.#endOf(valueStart));
       if (text.charCodeAt(at) !== COMMA) return found;
       at = skipWhitespace(text, at + 1);
@@ -150,10 +155,10 @@ export class RowText {
       if (found < start) low = middle + 1;
       else high = middle - 1;
     }
-    throw new Error(`No object or list starts at ${start} of the row`);
+    throw new Error(`No object or list starts at ${start} of the stored text`);
   }
 
-  /** One pass over the row: where each object and list starts and ends (strings skipped whole). */
+  /** One pass over the text: where each object and list starts and ends (strings skipped whole). */
   #findContainers(): number[] {
     const text = this.text;
     const starts: number[] = [];
