@@ -336,6 +336,10 @@ describe('OTLP/JSON', () => {
     ['a time past 64 bits', span({ startTimeUnixNano: '99999999999999999999' }), /startTimeUnixNano/],
     ['an int beyond int64', span({ attributes: [{ key: 'a', value: { intValue: '9223372036854775808' } }] }), /outside the int64 range/],
     ['a fractional int', span({ attributes: [{ key: 'a', value: { intValue: 1.5 } }] }), /intValue: expected an integer/],
+    // Numbers are held to the ranges their text forms are.
+    ['an int number beyond int64', span({ attributes: [{ key: 'a', value: { intValue: 1e20 } }] }), /outside the int64 range/],
+    ['a time number past 64 bits', span({ startTimeUnixNano: 1e20 }), /startTimeUnixNano/],
+    ['bytes that are not base64', span({ attributes: [{ key: 'a', value: { bytesValue: '!!!!' } }] }), /bytesValue: expected base64 text/],
   ])('rejects %s', (_name, body, message) => {
     expect(() => decodeTraceRequestJson(body)).toThrow(MalformedOtlpError);
     expect(() => decodeTraceRequestJson(body)).toThrow(message);

@@ -11,6 +11,7 @@ import {
   type ReadableSpan,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { basicAuth, type Credentials } from '../helpers/server.js';
 
 /** Spans with inputs/outputs, usage, thread/turn, events, links, errors, kinds and a long name. */
 export function emitRichSpans(provider: BasicTracerProvider): void {
@@ -73,6 +74,45 @@ export async function captureRichSpans(resource: Attributes = {}): Promise<Reada
   const spans = memory.getFinishedSpans().slice();
   await provider.shutdown();
   return spans;
+}
+
+// --- sending ----------------------------------------------------------------------------------
+
+export interface OtlpSendOptions {
+  /** @default 'application/x-protobuf' */
+  readonly contentType?: string;
+  readonly encoding?: string;
+  /** The `project_id` header. */
+  readonly projectId?: string;
+  /** @default dev/pw; null sends no Authorization header. */
+  readonly credentials?: Credentials | null;
+}
+
+export interface OtlpAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly bytes: Uint8Array;
+  readonly text: string;
+  /** The body parsed, or undefined when it is not JSON. */
+  readonly json: any;
+}
+
+/** POST `body` to `baseUrl`'s `/otel/v1/traces`. */
+export async function sendOtlp(baseUrl: string, body: Uint8Array | string, options: OtlpSendOptions = {}): Promise<OtlpAnswer> {
+  const headers: Record<string, string> = { 'content-type': options.contentType ?? 'application/x-protobuf' };
+  if (options.encoding !== undefined) headers['content-encoding'] = options.encoding;
+  if (options.projectId !== undefined) headers.project_id = options.projectId;
+  if (options.credentials !== null) headers.authorization = basicAuth(options.credentials ?? { username: 'dev', password: 'pw' });
+  const response = await fetch(`${baseUrl}/otel/v1/traces`, { method: 'POST', headers, body });
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const text = Buffer.from(bytes).toString('utf8');
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, bytes, text, json };
 }
 
 // --- a minimal protobuf writer -----------------------------------------------------------------

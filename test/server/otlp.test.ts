@@ -20,10 +20,12 @@ import {
   lenField,
   providerWith,
   requestMessage,
+  sendOtlp,
   spanMessage,
   stringValue,
   tag,
   varint,
+  type OtlpSendOptions,
 } from './otlp-fixtures.js';
 
 const PATH = '/otel/v1/traces';
@@ -47,30 +49,7 @@ function project(entity = 'acme'): string {
   return `${entity}/otlp${counter}`;
 }
 
-interface SendOptions {
-  readonly contentType?: string;
-  readonly encoding?: string;
-  readonly projectId?: string;
-  readonly credentials?: Credentials | null;
-  readonly url?: string;
-}
-
-async function send(body: Uint8Array | string, options: SendOptions = {}) {
-  const headers: Record<string, string> = { 'content-type': options.contentType ?? 'application/x-protobuf' };
-  if (options.encoding !== undefined) headers['content-encoding'] = options.encoding;
-  if (options.projectId !== undefined) headers.project_id = options.projectId;
-  if (options.credentials !== null) headers.authorization = basicAuth(options.credentials ?? DEV);
-  const response = await fetch((options.url ?? server.url) + PATH, { method: 'POST', headers, body });
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  const text = Buffer.from(bytes).toString('utf8');
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: response.status, headers: response.headers, bytes, text, json };
-}
+const send = (body: Uint8Array | string, options: OtlpSendOptions & { readonly url?: string } = {}) => sendOtlp(options.url ?? server.url, body, options);
 
 const protobufOf = (spans: ReadableSpan[]): Uint8Array => ProtobufTraceSerializer.serializeRequest(spans as never)!;
 const jsonOf = (spans: ReadableSpan[]): Uint8Array => JsonTraceSerializer.serializeRequest(spans as never)!;

@@ -52,6 +52,8 @@ const INTEGER_TEXT = /^-?\d{1,20}$/;
 const UNSIGNED_INTEGER_TEXT = /^\d{1,20}$/;
 const ENUM_NUMBER_TEXT = /^-?\d{1,10}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** Bytes as protobuf JSON parsers take them: base64 in the standard or the URL-safe alphabet, padded or not. */
+const BASE64_BYTES = /^(?:(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?|(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}(?:==)?|[A-Za-z0-9_-]{3}=?)?)$/;
 
 /**
  * Decodes an OTLP/JSON `ExportTraceServiceRequest` from UTF-8 text, read as every JSON body is
@@ -221,7 +223,8 @@ function anyValue(value: unknown, path: string, depth: number, budget: DecodeBud
     return keyValues(listAt(objectAt(raw, listPath), 'values', 'values', listPath), `${listPath}.values`, depth, budget);
   }
   if ((raw = field(object, 'bytesValue', 'bytes_value')) !== undefined) {
-    if (typeof raw !== 'string') throw wrongType(`${path}.bytesValue`, 'base64 text', raw);
+    // Node's base64 decoder skips what is not base64: `"!!!!"` would be stored as no bytes.
+    if (typeof raw !== 'string' || !BASE64_BYTES.test(raw)) throw wrongType(`${path}.bytesValue`, 'base64 text', raw);
     return new Uint8Array(Buffer.from(raw, 'base64'));
   }
   return null;
@@ -229,7 +232,12 @@ function anyValue(value: unknown, path: string, depth: number, budget: DecodeBud
 
 /** An int64: decimal text or an integral number; a number when exact, else a bigint. */
 function int64(raw: unknown, path: string): number | bigint {
-  if (typeof raw === 'number' && Number.isInteger(raw)) return raw;
+  if (typeof raw === 'number' && Number.isInteger(raw)) {
+    // Held to the range as the text is; 2^63 itself passes, as int64's largest value written as
+    // a JSON number reads as 2^63.
+    if (Math.abs(raw) > 2 ** 63) throw new MalformedOtlpError(`${path}: ${raw} is outside the int64 range`);
+    return raw;
+  }
   if (typeof raw === 'string' && INTEGER_TEXT.test(raw)) {
     const value = BigInt(raw);
     if (value !== BigInt.asIntN(64, value)) throw new MalformedOtlpError(`${path}: ${raw} is outside the int64 range`);
@@ -253,7 +261,9 @@ function double(raw: unknown, path: string): number {
 function nanosAt(object: JsonObject, camel: string, snake: string, path: string): UnixNanos {
   const raw = field(object, camel, snake);
   if (raw === undefined) return 0;
-  if (typeof raw === 'number' && Number.isInteger(raw) && raw >= 0) return raw;
+  // A number is held to the fixed64 range as the text is (2^64 passes: the largest fixed64
+  // written as a JSON number reads as 2^64).
+  if (typeof raw === 'number' && Number.isInteger(raw) && raw >= 0 && raw <= 2 ** 64) return raw;
   if (typeof raw === 'string' && UNSIGNED_INTEGER_TEXT.test(raw) && BigInt(raw) < 2n ** 64n) return raw;
   throw wrongType(`${path}.${camel}`, 'nanoseconds as decimal text or a non-negative integer', raw);
 }

@@ -93,6 +93,10 @@ class Reader {
     return this.pos + length;
   }
 
+  /**
+   * A string field, its bytes read as UTF-8 with U+FFFD for bytes that are none (the span is kept
+   * rather than the whole request refused, as strict protobuf parsers would).
+   */
   string(end: number): string {
     const stop = this.lengthEnd(end);
     const text = this.bytes.toString('utf8', this.pos, stop);
