@@ -21,7 +21,6 @@ import {
   FEEDBACK_RECORD_FIELDS,
   type Feedback,
   type FeedbackCreateReq,
-  type FeedbackCreateRes,
   type FeedbackQueryReq,
 } from '../../wire/feedback.js';
 import { uuidv7 } from '../ids.js';
