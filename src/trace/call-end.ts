@@ -54,11 +54,20 @@ export class CallEnd {
     this.span.end();
   }
 
-  /** Record `error` (exception event, status ERROR with its message) and end the span. Never throws. */
-  fail(error: unknown): void {
+  /**
+   * Record `error` (exception event, status ERROR with its message) and end the span; `output`,
+   * when given, is what the call produced before it failed (a stream's chunks read before the
+   * error), written as a success's would be. Never throws.
+   */
+  fail(error: unknown, output?: unknown): void {
     if (this.#done) return;
     this.#done = true;
     this.#unwatch();
+    try {
+      if (this.captureOutput && output !== undefined) writeOutput(this.span, output, this.policy);
+    } catch {
+      // Capture is best effort; the error below is what matters.
+    }
     // Each step on its own: a hostile thrown value (a Proxy whose traps throw, an Error whose
     // `message` getter throws inside recordException) must neither replace the user's error nor
     // leave the call reading as a success.

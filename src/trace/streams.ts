@@ -102,10 +102,16 @@ export class StreamRun {
     this.end.succeed(output, early);
   }
 
-  /** End the call with `error`. */
+  /**
+   * End the call with `error`, and the output of the chunks read before it (a model's answer cut
+   * off by a dropped connection still shows how far it got).
+   */
   fail(error: unknown): void {
+    if (this.end.done) return;
+    // A stream that failed before its first chunk has no output, not an empty one.
+    const output = this.chunks.length === 0 && this.skipped === 0 ? undefined : this.output();
     this.release();
-    this.end.fail(error);
+    this.end.fail(error, output);
   }
 
   /** Account for one iterator result; ends the call when the iterator reports done. */

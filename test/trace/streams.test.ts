@@ -100,6 +100,42 @@ describe('async generators', () => {
     expect(tracing.span('failing').status).toEqual({ code: SpanStatusCode.ERROR, message: 'stream broke' });
   });
 
+  it('keeps the chunks read before an error as the failed call\'s output (reduced when asked)', async () => {
+    const cutOff = (reduce?: (chunks: string[]) => unknown) =>
+      trace(
+        async function* cutOff() {
+          yield 'The answer';
+          yield ' is';
+          throw new Error('connection reset');
+        },
+        { reduce: reduce as ((chunks: unknown[]) => unknown) | undefined },
+      );
+    for (const reduce of [undefined, (chunks: string[]) => chunks.join('')]) {
+      tracing.reset();
+      await expect(
+        (async () => {
+          for await (const _chunk of cutOff(reduce)()) {
+            // read until it fails
+          }
+        })(),
+      ).rejects.toThrow('connection reset');
+      const span = tracing.span('cutOff');
+      expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'connection reset' });
+      const { end } = toCallParts(span, 'acme/streams');
+      expect(end).toMatchObject({ exception: 'connection reset', output: reduce === undefined ? ['The answer', ' is'] : 'The answer is' });
+    }
+  });
+
+  it('writes no output for a stream that fails before its first chunk', async () => {
+    const refused = trace(async function* refused() {
+      throw new Error('401 from the model');
+    });
+    await expect(refused().next()).rejects.toThrow('401 from the model');
+    const span = tracing.span('refused');
+    expect(span.attributes.output).toBeUndefined();
+    expect(toCallParts(span, 'acme/streams').end).toMatchObject({ exception: '401 from the model', output: null });
+  });
+
   it('forwards throw() into the generator (caught inside: stream continues)', async () => {
     const resilient = trace(async function* resilient() {
       try {

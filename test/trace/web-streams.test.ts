@@ -194,6 +194,8 @@ describe('web ReadableStream results', () => {
     const span = tracing.span('failing');
     expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: 'model overloaded' });
     expect(span.events.map((event) => event.name)).toEqual(['exception']);
+    // What arrived before the error is the failed call's output.
+    expect(jsonAttribute(span, 'output')).toEqual(['partial']);
   });
 
   it('observes a subclass whose own methods read through getReader (LangChain, AI SDK style)', async () => {
