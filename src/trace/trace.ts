@@ -326,6 +326,7 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
     throw error;
   };
   if (result instanceof Promise) {
+    end.watchPending(result);
     if (Object.getPrototypeOf(result) === Promise.prototype) return withOwnMembers(result, result.then(onValue, onError));
     return observeSubclass(result, onValue, onError);
   }

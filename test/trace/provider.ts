@@ -2,6 +2,8 @@
  * A real SDK provider for the trace tests: NodeTracerProvider (AsyncLocalStorage context) with an
  * in-memory exporter behind SimpleSpanProcessor, registered globally like `register()` does.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-node';
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
@@ -48,4 +50,19 @@ export function jsonAttribute(span: ReadableSpan, key: string): unknown {
 
 export function parentOf(span: ReadableSpan): string | undefined {
   return span.parentSpanContext?.spanId;
+}
+
+/**
+ * Collect garbage, and let the FinalizationRegistry callbacks run, until `done()` or for about
+ * `ms`: a call ends as abandoned only once its stream or promise is collected.
+ */
+export async function collectGarbageUntil(done: () => boolean, ms = 100): Promise<void> {
+  // A gc() function without restarting node with --expose-gc.
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const deadline = Date.now() + ms;
+  do {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  } while (!done() && Date.now() < deadline);
 }

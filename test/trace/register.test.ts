@@ -232,7 +232,7 @@ console.log('done');
   it.each([
     ['shutdown()', 'await tracing.shutdown();'],
     ['the end of the script (exit flush)', ''],
-  ])('ends a traced stream still open at %s as unfinished, with what was read, instead of losing its call', async (when, end) => {
+  ])('ends a traced stream or async call still open at %s as unfinished, with what was read, instead of losing its call', async (when, end) => {
     const project = `acme/unfinished-${end === '' ? 'exit' : 'shutdown'}`;
     const run = await runScript(
       `unfinished-${end === '' ? 'exit' : 'shutdown'}.mjs`,
@@ -245,6 +245,9 @@ const unread = trace(async function* unread() { yield 'never'; });
 globalThis.halfRead = words();
 await globalThis.halfRead.next();
 globalThis.neverRead = unread();
+// An async call still waiting when the tracing ends (kept referenced, or it would be abandoned).
+const waiting = trace(async function waiting(question) { await new Promise(() => {}); return question; });
+globalThis.pending = waiting('anyone?');
 ${end}
 console.log('done');
 `,
@@ -253,6 +256,8 @@ console.log('done');
     expect(run.code, when).toBe(0);
     const calls = await queryCalls(project);
     const byName = Object.fromEntries(calls.map((call) => [call.op_name, call]));
+    expect(byName.waiting).toMatchObject({ inputs: { question: 'anyone?' }, output: null, attributes: { callbridge: { stream: { end: 'unfinished' } } } });
+    expect((byName.waiting as { ended_at: unknown }).ended_at).not.toBeNull();
     expect(byName.words).toMatchObject({ output: ['first'], attributes: { callbridge: { stream: { end: 'unfinished' } } } });
     // An empty list reads back as null, as every empty output does (README).
     expect(byName.unread).toMatchObject({ output: null, attributes: { callbridge: { stream: { end: 'unfinished' } } } });

@@ -1,11 +1,10 @@
 import { Readable } from 'node:stream';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { toCallParts } from '../../src/mapping/index.js';
+import { PENDING_WATCHED_AFTER_MS } from '../../src/trace/call-end.js';
 import { setCallAttributes, trace } from '../../src/trace/index.js';
-import { installProvider, jsonAttribute, parentOf } from './provider.js';
+import { collectGarbageUntil, installProvider, jsonAttribute, parentOf } from './provider.js';
 
 const tracing = installProvider();
 beforeEach(() => tracing.reset());
@@ -312,20 +311,121 @@ describe('async iterables that are not generators', () => {
 
 describe('abandoned streams', () => {
   it('end as abandoned when the stream is garbage collected unread', async () => {
-    // A gc() function without restarting node with --expose-gc.
-    setFlagsFromString('--expose-gc');
-    const gc = runInNewContext('gc') as () => void;
     await (async () => {
       trace(async function* dropped() {
         yield 1;
       })();
     })();
-    for (let i = 0; i < 10 && tracing.spans().length === 0; i++) {
-      gc();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await collectGarbageUntil(() => tracing.spans().length > 0);
     const span = tracing.span('dropped');
     expect(span.attributes['callbridge.stream.end']).toBe('abandoned');
     expect(toCallParts(span, 'acme/streams').start.attributes).toMatchObject({ callbridge: { stream: { end: 'abandoned' } } });
+  });
+
+  it('do not end a call when the thenable it returned is collected while the stream it resolved to is read', async () => {
+    const lazy = trace(function lazy() {
+      // A lazy thenable (a query builder) whose result is a stream of rows.
+      return {
+        then(resolve: (rows: AsyncGenerator<string>) => void) {
+          resolve(
+            (async function* () {
+              yield 'row 1';
+              yield 'row 2';
+            })(),
+          );
+        },
+      };
+    });
+    const rows = await (async () => (await lazy()) as unknown as AsyncGenerator<string>)();
+    const iterator = rows[Symbol.asyncIterator]();
+    expect(await iterator.next()).toEqual({ done: false, value: 'row 1' });
+    await collectGarbageUntil(() => tracing.spans().length > 0, 50);
+    expect(tracing.spans()).toHaveLength(0);
+    expect(await iterator.next()).toEqual({ done: false, value: 'row 2' });
+    expect((await iterator.next()).done).toBe(true);
+    const span = tracing.span('lazy');
+    expect(jsonAttribute(span, 'output')).toEqual(['row 1', 'row 2']);
+    expect(span.attributes['callbridge.stream.end']).toBeUndefined();
+  });
+});
+
+describe('async calls whose promise stays pending', () => {
+  // A pending promise is watched only once it has waited this long (call-end.ts says why).
+  const watchedBy = 2 * PENDING_WATCHED_AFTER_MS + 200;
+
+  it('end as abandoned once the promise is collected: nothing can settle it any more', async () => {
+    const stuck = trace(async function stuck(question: string) {
+      // Awaits what nothing will ever resolve (a lost callback, a dropped connection's promise).
+      await new Promise(() => {});
+      return question;
+    });
+    void stuck('hello?');
+    await collectGarbageUntil(() => tracing.spans().length > 0, watchedBy + 2000);
+    const span = tracing.span('stuck');
+    expect(span.attributes['callbridge.stream.end']).toBe('abandoned');
+    const { start, end } = toCallParts(span, 'acme/streams');
+    expect(start).toMatchObject({ inputs: { question: 'hello?' }, attributes: { callbridge: { stream: { end: 'abandoned' } } } });
+    expect(end.output).toBeNull();
+  });
+
+  it('stay open while something can still settle the promise, then follow the stream it resolves to', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const later = trace(async function later() {
+      await gate;
+      return (async function* () {
+        yield 'a';
+        yield 'b';
+      })();
+    });
+    // Only the gate, not the promise the caller holds, keeps the function's own promise alive:
+    // it is watched meanwhile, and must not be taken for one that can never settle.
+    const pending = later();
+    await collectGarbageUntil(() => tracing.spans().length > 0, watchedBy);
+    expect(tracing.spans()).toHaveLength(0);
+    release();
+    const stream = await pending;
+    // The promise is settled and may go; the stream now holds the call.
+    await collectGarbageUntil(() => tracing.spans().length > 0, 50);
+    expect(tracing.spans()).toHaveLength(0);
+    const chunks: string[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks).toEqual(['a', 'b']);
+    const span = tracing.span('later');
+    expect(jsonAttribute(span, 'output')).toEqual(['a', 'b']);
+    expect(span.attributes['callbridge.stream.end']).toBeUndefined();
+  });
+
+  it('end each once, with its output, in a burst of more calls than are held before the timer', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const waitForGate = trace(async function waitForGate(index: number) {
+      await gate;
+      return index;
+    });
+    const settledAtOnce = trace(async function settledAtOnce(index: number) {
+      return index;
+    });
+    const waiting = Array.from({ length: 3000 }, (_, index) => waitForGate(index));
+    // As many again, each settled before the next starts (no timer runs in between).
+    for (let index = 0; index < 3000; index++) expect(await settledAtOnce(index)).toBe(index);
+    release();
+    expect(await Promise.all(waiting)).toEqual(Array.from({ length: 3000 }, (_, index) => index));
+    const spans = tracing.spans();
+    expect(spans).toHaveLength(6000);
+    expect(spans.every((span) => span.attributes['callbridge.stream.end'] === undefined)).toBe(true);
+    expect(spans.filter((span) => span.name === 'waitForGate').map((span) => span.attributes.output)).toEqual(
+      Array.from({ length: 3000 }, (_, index) => index),
+    );
+  });
+
+  it('end at once when they settle soon, as before', async () => {
+    const quick = trace(async function quick() {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return 'done';
+    });
+    expect(await quick()).toBe('done');
+    expect(tracing.span('quick').attributes.output).toBe('done');
+    expect(tracing.span('quick').attributes['callbridge.stream.end']).toBeUndefined();
   });
 });
