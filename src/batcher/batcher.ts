@@ -124,6 +124,13 @@ export interface Batcher<T> {
   /** The exit flush that `settleForExit` began is over (optional, as that is). */
   exitFlushDone?(): void;
   /**
+   * Give up on every record held now (queued, in a request, waiting out a backoff): each is
+   * counted as `shutdown` and the drops are reported at once. Not a shutdown: records added later
+   * are delivered as before. For the exit flush at its deadline, when the process is expected to
+   * end, though a `beforeExit` listener may keep it going. Never rejects.
+   */
+  dropHeld(): Promise<void>;
+  /**
    * `stats()` as they stand at the process's `exit`, when the event loop will not turn again to
    * bring reports from another thread. Optional: a batcher on this thread has nothing to add.
    */
@@ -304,7 +311,8 @@ class QueueBatcher<T> implements Batcher<T> {
   readonly #sendSlots: PQueue;
   readonly #reporter: DeliveryReporter;
   readonly #log: Log;
-  readonly #abort = new AbortController();
+  /** Aborts the requests and backoffs under way, at shutdown or `dropHeld` (which makes a new one). */
+  #abort = new AbortController();
   /** Scales the size guesses to what records weigh when serialised (see size-correction.ts). */
   readonly #sizeCorrection: SizeCorrection;
 
@@ -420,6 +428,20 @@ class QueueBatcher<T> implements Batcher<T> {
       this.#log.error(`callbridge: shutdown failed: ${describeError(error)}`);
     });
     return this.#shutdownPromise;
+  }
+
+  dropHeld(): Promise<void> {
+    // A shutdown under way gives up on what it holds by itself, at its own deadline.
+    if (this.#closing) return Promise.resolve();
+    const detail = this.#shutdownDetail();
+    // Each delivery stops on the signal it started with; later batches get a new one.
+    const underWay = this.#abort;
+    this.#abort = new AbortController();
+    this.#dropQueued('shutdown', detail);
+    for (const batch of this.#inFlightBatches) this.#settle(batch, 'shutdown', detail);
+    underWay.abort();
+    this.#reporter.report();
+    return Promise.resolve();
   }
 
   stats(): DeliveryStats {
@@ -824,8 +846,10 @@ class QueueBatcher<T> implements Batcher<T> {
     let attemptedAtDeadline = false;
     /** A retryable failure was waited out: the next request sent is a retry. */
     let resending = false;
+    // This delivery's own: `dropHeld` gives up on the batches under way, not on later ones.
+    const { signal } = this.#abort;
     for (;;) {
-      if (this.#abort.signal.aborted) return this.#settle(batch, 'shutdown', this.#shutdownDetail());
+      if (signal.aborted) return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       // The mode may have changed while this batch waited: re-serialise what was built for the other.
       batch = await this.#reserialise(batch);
       const mode = this.#mode;
@@ -836,8 +860,8 @@ class QueueBatcher<T> implements Batcher<T> {
         this.#retried += 1;
         resending = false;
       }
-      const outcome = await this.#post(mode, this.#body(batch));
-      if (outcome.kind !== 'ok' && this.#abort.signal.aborted) {
+      const outcome = await this.#post(mode, this.#body(batch), signal);
+      if (outcome.kind !== 'ok' && signal.aborted) {
         return this.#settle(batch, 'shutdown', this.#shutdownDetail());
       }
       switch (outcome.kind) {
@@ -848,7 +872,7 @@ class QueueBatcher<T> implements Batcher<T> {
         case 'retry': {
           this.#reportOutage(outcome.status === undefined ? outcome.reason : `HTTP ${outcome.status}: ${outcome.reason}`);
           uploadCuts = outcome.cutDuringUpload === true ? uploadCuts + 1 : 0;
-          if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT && (batch.length > 1 || (await this.#answersSmallRequests(mode)))) {
+          if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT && (batch.length > 1 || (await this.#answersSmallRequests(mode, signal)))) {
             uploadCuts = 0;
             const reason = `the server closed the connection during the upload ${UPLOAD_CUTS_BEFORE_SPLIT} times in a row (an early 413 whose answer was lost): ${outcome.reason}`;
             const split = this.#splitForSize(batch, startedAt, reason);
@@ -863,7 +887,7 @@ class QueueBatcher<T> implements Batcher<T> {
           // is cut to end at it, for one last attempt there, instead of giving up now: with a
           // Retry-After longer than maxRetryMs, that would be after a single request.
           attemptedAtDeadline = delay >= left;
-          await this.#backOff(Math.min(delay, left));
+          await this.#backOff(Math.min(delay, left), signal);
           resending = true;
           continue;
         }
@@ -896,8 +920,8 @@ class QueueBatcher<T> implements Batcher<T> {
    * Whether the service answers a request with no records (any answer but a retryable one): then
    * uploads cut mid-body are about their size, not an outage.
    */
-  async #answersSmallRequests(mode: Mode): Promise<boolean> {
-    const outcome = await this.#post(mode, EMPTY_BODY);
+  async #answersSmallRequests(mode: Mode, signal: AbortSignal): Promise<boolean> {
+    const outcome = await this.#post(mode, EMPTY_BODY, signal);
     return outcome.kind !== 'retry';
   }
 
@@ -963,9 +987,8 @@ class QueueBatcher<T> implements Batcher<T> {
     return mode === 'upsert' ? '/call/upsert_batch' : this.#completePath;
   }
 
-  async #post(mode: Mode, body: Uint8Array): Promise<SendOutcome> {
+  async #post(mode: Mode, body: Uint8Array, signal: AbortSignal): Promise<SendOutcome> {
     const path = this.#pathOf(mode);
-    const signal = this.#abort.signal;
     try {
       // Our own requests must not become spans (SPEC §4.12), e.g. under an undici/http instrumentation.
       return await context.with(suppressTracing(context.active()), () =>
@@ -1043,20 +1066,19 @@ class QueueBatcher<T> implements Batcher<T> {
   }
 
   /** Wait out one batch's backoff, counted in `#backingOff`. */
-  async #backOff(ms: number): Promise<void> {
+  async #backOff(ms: number, signal: AbortSignal): Promise<void> {
     this.#backingOff += 1;
     this.#noteDelivering();
     try {
-      await this.#sleep(ms);
+      await this.#sleep(ms, signal);
     } finally {
       this.#backingOff -= 1;
       this.#noteDelivering();
     }
   }
 
-  /** Wait `ms`, or less when shutdown aborts; the timer never keeps the process alive. */
-  #sleep(ms: number): Promise<void> {
-    const signal = this.#abort.signal;
+  /** Wait `ms`, or less when `signal` aborts; the timer never keeps the process alive. */
+  #sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const done = (): void => {

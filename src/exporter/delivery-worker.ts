@@ -69,6 +69,10 @@ port.on('message', (message: ToWorker) => {
     case 'shutdown':
       void batcher.shutdown(message.timeoutMs).then(() => answer(message.id));
       break;
+    case 'dropHeld':
+      // Its drop report goes out before the answer, on the same channel.
+      void batcher.dropHeld().then(() => answer(message.id));
+      break;
   }
 });
 

@@ -20,23 +20,23 @@ import { WorkerDelivery } from './worker-delivery.js';
 import { usableCores } from './usable-cores.js';
 import { findWorkerScript } from './worker-script.js';
 
-/**
- * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
- * provider (exit-watch.ts): `flush()` (which ends by flushing `exporter`),
- * bounded by `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep
- * a running app alive; during a long retry of an exiting process nothing else would then keep it
- * alive, and it would exit with the spans neither delivered nor counted. So this holds a ref'd timer
- * for `shutdownTimeoutMs` while the flush runs; when it fires, the exporter is shut down at once:
- * whatever is still unsettled is dropped as `shutdown` (counted in `stats()`, reported through
- * `diag`), and the process may exit. `flush` may end before the spans are settled (the SDK ends a
- * provider's flush at its own timeout), so the batcher's own flush is awaited too, under the same
- * deadline. Never rejects when `flush` does not.
- */
 /** How many spans `exporter` was given through `export()`; for `register()`'s exit warning. */
 // Assigned by CallbridgeExporter's static block, as flushBeforeExit below.
 export let exportedSpans: (exporter: CallbridgeExporter) => number;
 
-// Assigned by CallbridgeExporter's static block, which can reach its private fields.
+/**
+ * The flush run on `beforeExit`, by `register()` and by an exporter of the application's own
+ * provider (exit-watch.ts): `flush()` (which ends by flushing `exporter`), bounded by
+ * `shutdownTimeoutMs`. The batcher's backoff timers are unref'd, so that they never keep a running
+ * app alive; during a long retry of an exiting process nothing else would then keep it alive, and
+ * it would exit with the spans neither delivered nor counted. So this holds a ref'd timer for
+ * `shutdownTimeoutMs` while the flush runs; when it fires, whatever is still unsettled is dropped
+ * as `shutdown` at once (counted in `stats()`, reported through `diag`), and the process may exit.
+ * The exporter stays open, for a process that a `beforeExit` listener keeps going. `flush` may end
+ * before the spans are settled (the SDK ends a provider's flush at its own timeout), so the
+ * batcher's own flush is awaited too, under the same deadline. Never rejects when `flush` does not.
+ * Assigned by CallbridgeExporter's static block, which can reach its private fields.
+ */
 export let flushBeforeExit: (exporter: CallbridgeExporter, flush: () => Promise<void>) => Promise<void>;
 
 /**
@@ -116,10 +116,10 @@ export class CallbridgeExporter implements SpanExporter {
           // A flush reports drops at most once per interval; at exit the next interval never comes.
           batcher.reportPendingDrops();
         } else {
-          // The shutdown holds the process while it gives up (its own bounded wait, and the
-          // worker's answer), so what is left is counted before the process ends.
-          exporter.#shutDown = true;
-          await batcher.shutdown(0);
+          // Not a shutdown: a `beforeExit` listener may keep the process going (Node allows it),
+          // and the spans it makes must still be delivered. What is held is counted before the
+          // process ends (the worker's answer is awaited).
+          await batcher.dropHeld();
         }
       } finally {
         clearTimeout(deadline);

@@ -87,7 +87,10 @@ export const DELIVERY_STALLED_MS = 1000;
 const STARVED_POST_MESSAGES = 4;
 /** How often the worker reports its counters while they change (`stats()` lags by at most this). */
 export const WORKER_STATS_INTERVAL_MS = 25;
-/** After a shutdown's own timeout, how long the worker may take to answer before it is stopped. */
+/**
+ * How long the worker may take to answer a shutdown past the shutdown's own timeout (then it is
+ * stopped), or a `dropHeld`.
+ */
 const WORKER_SHUTDOWN_GRACE_MS = 2000;
 /** A worker not ready this long after it was started is given up, like one that cannot start. */
 const WORKER_READY_TIMEOUT_MS = 10_000;
@@ -289,6 +292,21 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     // The worker's last reports wait on their channel: the event loop will not turn to read them.
     this.#readReports();
     return this.stats();
+  }
+
+  async dropHeld(): Promise<void> {
+    // A shutdown under way gives up on what it holds by itself, at its own deadline.
+    if (this.#closing) return;
+    const unposted = this.#takeOutbox().length;
+    if (unposted > 0) this.#dropLocally('shutdown', unposted, 'the shutdown timeout passed');
+    const here = this.#here?.dropHeld();
+    // Nothing is posted before `ready`. The port keeps order: spans in transit are dropped too.
+    const inWorker =
+      this.#workerReady && this.#worker !== undefined && !this.#fellBack
+        ? settleWithin(this.#request({ type: 'dropHeld', id: 0 }, WORKER_SHUTDOWN_GRACE_MS), WORKER_SHUTDOWN_GRACE_MS)
+        : undefined;
+    await Promise.all([here, inWorker]);
+    this.#reporter.report();
   }
 
   shutdown(timeoutMs: number = this.#options.shutdownTimeoutMs): Promise<void> {
@@ -506,7 +524,7 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
 
   #flushWorker(): Promise<void> {
     this.#postAll();
-    return this.#request({ type: 'flush', id: 0, reportDrops: this.#exiting });
+    return this.#request({ type: 'flush', id: 0, reportDrops: this.#exiting }, this.#options.shutdownTimeoutMs);
   }
 
   /** Resolves when the worker is ready, or delivery has moved to this thread. */
@@ -543,21 +561,25 @@ export class WorkerDelivery implements Batcher<ReadableSpan> {
     return spans;
   }
 
-  #request(message: Extract<ToWorker, { type: 'flush' | 'shutdown' }>): Promise<void> {
+  /**
+   * Post `message`; resolves when the worker answers it. The process is kept alive meanwhile for
+   * `holdMs`, then only while the worker delivers (see `#refWhileWaited`): a flush waits as long as
+   * the retries do. Without `holdMs` (a shutdown, which its own timeout bounds), until the answer.
+   */
+  #request(message: Extract<ToWorker, { type: 'flush' | 'shutdown' | 'dropHeld' }>, holdMs?: number): Promise<void> {
     const id = ++this.#nextRequestId;
     return new Promise<void>((resolve) => {
       this.#requests.set(id, resolve);
-      // A shutdown is bounded by its own timeout; a flush waits as long as the retries do.
       const letGo =
-        message.type === 'flush'
-          ? setTimeout(() => {
+        holdMs === undefined
+          ? undefined
+          : setTimeout(() => {
               this.#holding.delete(id);
               this.#lapsed.add(id);
               // Whether the worker delivers, as of now: a report may wait in the channel.
               this.#readReports();
               this.#refWhileWaited();
-            }, this.#options.shutdownTimeoutMs).unref()
-          : undefined;
+            }, holdMs).unref();
       this.#holding.set(id, letGo);
       this.#refWhileWaited();
       this.#worker!.postMessage({ ...message, id } satisfies ToWorker);

@@ -41,7 +41,12 @@ export type ToWorker =
    */
   | { readonly type: 'flush'; readonly id: number; readonly reportDrops?: boolean }
   /** Flush for at most `timeoutMs`, drop the rest as `shutdown`, close the pool; then `done`. */
-  | { readonly type: 'shutdown'; readonly id: number; readonly timeoutMs: number };
+  | { readonly type: 'shutdown'; readonly id: number; readonly timeoutMs: number }
+  /**
+   * Drop every span held now as `shutdown` and report the drops (`Batcher.dropHeld`: the exit
+   * flush's deadline passed), then `done`; spans sent after this are delivered as before.
+   */
+  | { readonly type: 'dropHeld'; readonly id: number };
 
 /** Where the worker's counters stand; `ackSeq` is the last `spans` message it has queued. */
 export interface WorkerStatsReport {

@@ -984,6 +984,42 @@ describe('forceFlush and shutdown (SPEC §4.11)', () => {
     expect(batcher.stats().dropped.shutdown).toBe(6);
   });
 
+  it('dropHeld gives up on what is queued, in a request and in backoff (counted as shutdown), and delivers what comes after', async () => {
+    let serviceUp = false;
+    const aborted: boolean[] = [];
+    const { transport, batcher } = setup({ maxBatchItems: 2, concurrency: 2, flushIntervalMs: 60_000 }, (request, index) => {
+      if (serviceUp) return OK;
+      if (index > 0) return UNAVAILABLE;
+      // The first request hangs until it is aborted.
+      const signal = request.options!.signal!;
+      return new Promise<SendOutcome>((resolve) =>
+        signal.addEventListener('abort', () => {
+          aborted.push(true);
+          resolve({ kind: 'retry', reason: 'aborted' });
+        }),
+      );
+    });
+    addRecords(batcher, 0, 5);
+    const flush = batcher.forceFlush();
+    await settle(100);
+    // One record per batch: one hangs, one waits out its backoff, three wait for a send slot.
+    expect(batcher.stats()).toMatchObject({ inFlight: 2, queued: 3 });
+    await batcher.dropHeld();
+    await flush;
+    expect(aborted).toEqual([true]);
+    expect(batcher.stats()).toMatchObject({ delivered: 0, queued: 0, inFlight: 0, queuedBytes: 0, dropped: { shutdown: 5 } });
+    expect(logged.filter(({ level }) => level === 'warn').map(({ message }) => message)).toContain(
+      'callbridge: dropped spans: shutdown=5 (last: the shutdown timeout passed while retrying (last failure: HTTP 503: HTTP 503))',
+    );
+    const sentBefore = transport.posted.length;
+    serviceUp = true;
+    addRecords(batcher, 10, 2);
+    await batcher.forceFlush();
+    expect(batcher.stats()).toMatchObject({ delivered: 2, queued: 0, inFlight: 0, dropped: { shutdown: 5 } });
+    expect(transport.posted.slice(sentBefore).flatMap((request) => request.ids)).toEqual([record(10).id, record(11).id]);
+    expect(transport.closed).toBe(0);
+  });
+
   it('timers are unref()ed: a pending flush timer or backoff does not hold the process; shutdown holds it at most its timeout', async () => {
     vi.useRealTimers();
     const seen: boolean[] = [];
