@@ -7,8 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PAYLOAD_BYTES } from '../../src/server/store/feedback.js';
-import { openSqlite } from '../../src/server/store/sqlite.js';
+import { defaultSqliteDriver, openSqlite } from '../../src/server/store/sqlite.js';
 import { post, startTestServer, type TestServer } from '../helpers/server.js';
+
+/** The SQLite driver the test server runs on (node:sqlite on Node 24). */
+const DRIVER = defaultSqliteDriver();
 
 const PROJECT = 'acme/feedback-edges';
 const CALL_REF = `weave:///${PROJECT}/call/0123456789abcdef`;
@@ -235,7 +238,9 @@ describe('feedback: Unicode and concurrency', () => {
       call('/feedback/query', { project_id: project, fields: ['id'], query: { $expr: { $eq: [{ $getField: field }, { $literal: literal }] } } });
     expect((await eq('id', 'a\u0000b')).body.result).toEqual([{ id: 'a\u0000b' }]);
     expect((await eq('payload.s', 'x\u0000y')).body.result).toEqual([{ id: 'a\u0000b' }]);
-    expect((await eq('payload.lone', '\ud800')).body.result).toEqual([{ id: 'a\u0000b' }]);
+    // node:sqlite (Node 24) binds a lone surrogate as U+FFFD, which the stored escape never equals
+    // (README); better-sqlite3 binds the bytes SQLite's JSON functions decode the escape to.
+    expect((await eq('payload.lone', '\ud800')).body.result).toEqual(DRIVER === 'node:sqlite' ? [] : [{ id: 'a\u0000b' }]);
     const fields = await call('/feedback/query', { project_id: project, fields: ['payload.s', 'payload.lone', 'payload.astral'], limit: 1 });
     expect(fields.body.result).toEqual([{ 'payload.s': 'x\u0000y', 'payload.lone': '\ud800', 'payload.astral': '😀é' }]);
     expect((await call('/feedback/purge', { project_id: project, query: { $expr: byId('a\u0000b') } })).status).toBe(200);
