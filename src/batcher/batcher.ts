@@ -720,7 +720,11 @@ class QueueBatcher<T> implements Batcher<T> {
     return Math.min(this.#options.maxBatchBytes, Math.floor(this.#refusedBodyBytes / 2));
   }
 
-  /** Note that a body of several records was refused for its size (413, or an early 413's cut). */
+  /**
+   * Note that a body of several records was answered 413. Only an answer: an upload cut twice
+   * (`UPLOAD_CUTS_BEFORE_SPLIT`) is split all the same, but may be an outage resetting connections
+   * mid-body, and learning from it would shrink every later batch for good after each outage.
+   */
   #noteRefusedBody(batch: ReadonlyArray<Entry<T>>, reason: string): void {
     const refused = this.#bodyLength(batch);
     if (refused >= this.#refusedBodyBytes) return;
@@ -875,7 +879,8 @@ class QueueBatcher<T> implements Batcher<T> {
           if (uploadCuts >= UPLOAD_CUTS_BEFORE_SPLIT && (batch.length > 1 || (await this.#answersSmallRequests(mode, signal)))) {
             uploadCuts = 0;
             const reason = `the server closed the connection during the upload ${UPLOAD_CUTS_BEFORE_SPLIT} times in a row (an early 413 whose answer was lost): ${outcome.reason}`;
-            const split = this.#splitForSize(batch, startedAt, reason);
+            // Not learnt from (see `#noteRefusedBody`): resets mid-upload may be an outage.
+            const split = this.#splitForSize(batch, startedAt, reason, false);
             if (split !== 'retry') return split;
             continue;
           }
@@ -892,7 +897,7 @@ class QueueBatcher<T> implements Batcher<T> {
           continue;
         }
         case 'split': {
-          const split = this.#splitForSize(batch, startedAt, outcome.reason);
+          const split = this.#splitForSize(batch, startedAt, outcome.reason, true);
           if (split !== 'retry') return split;
           continue;
         }
@@ -928,10 +933,11 @@ class QueueBatcher<T> implements Batcher<T> {
   /**
    * What a 413 does (SPEC §4.6): several records are sent as two halves; a single record has its
    * largest strings cut once (`'retry'`: send it again), and after that is dropped as `too_large`.
+   * `answered413`: the service said so, rather than cutting the upload (see `#noteRefusedBody`).
    */
-  #splitForSize(batch: Array<Entry<T>>, startedAt: number, reason: string): Promise<void> | 'retry' {
+  #splitForSize(batch: Array<Entry<T>>, startedAt: number, reason: string, answered413: boolean): Promise<void> | 'retry' {
     if (batch.length > 1) {
-      this.#noteRefusedBody(batch, reason);
+      if (answered413) this.#noteRefusedBody(batch, reason);
       return this.#deliverHalves(batch, startedAt);
     }
     const [entry] = batch as [Entry<T>];

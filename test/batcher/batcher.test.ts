@@ -779,6 +779,24 @@ describe('413 (SPEC §4.6)', () => {
       expect(transport.posted[2]!.ids.length).toBeLessThan(first.ids.length);
     });
 
+    it('splits a batch an outage cut twice, but builds the next batches whole (a cut teaches no size)', async () => {
+      let outage = true;
+      const { transport, batcher } = setup({ maxBatchItems: 40 }, (request) =>
+        outage && request.ids.length > 1 ? { kind: 'retry', reason: 'write ECONNRESET', code: 'ECONNRESET', cutDuringUpload: true } : OK,
+      );
+      addRecords(batcher, 0, 20, 'y'.repeat(100));
+      const flush = batcher.forceFlush();
+      await settle(60_000);
+      await flush;
+      outage = false;
+      const sentBefore = transport.posted.length;
+      addRecords(batcher, 20, 20, 'y'.repeat(100));
+      await batcher.forceFlush();
+      expect(transport.posted.slice(sentBefore).map((request) => request.ids.length)).toEqual([20]);
+      expect(batcher.stats()).toMatchObject({ delivered: 40, dropped: { too_large: 0 } });
+      expect(logged.filter((line) => line.message.includes('requests are built to'))).toEqual([]);
+    });
+
     it('keeps a single span whole while even an empty request is cut (an outage resetting mid-body), and delivers it after', async () => {
       let outage = true;
       const { transport, batcher } = setup({}, () =>
