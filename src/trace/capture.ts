@@ -34,7 +34,7 @@
 import { Stream } from 'node:stream';
 import { types } from 'node:util';
 import type { Redactor } from './redact.js';
-import { REDACTED } from './redact.js';
+import { maskUrlSecrets, REDACTED } from './redact.js';
 
 /** Default cap on one captured value (the inputs of a call, or its output): 256 KiB of JSON. */
 export const DEFAULT_MAX_VALUE_BYTES = 256 * 1024;
@@ -248,7 +248,8 @@ function copyValue(value: unknown, walk: Walk, depth: number): unknown {
   switch (typeof value) {
     case 'string': {
       const keep = walk.text.remaining > 0 ? walk.limits.strings : SHORT_PREFIX;
-      const copied = value.length > keep ? cutString(value, keep, walk.cuts) : value;
+      const text = walk.redactor.masksUrls ? maskUrlSecrets(value, walk.redactor.isSecret) : value;
+      const copied = text.length > keep ? cutString(text, keep, walk.cuts) : text;
       walk.text.remaining -= copied.length;
       return copied;
     }

@@ -13,7 +13,7 @@
  */
 import { capture, MAX_CAPTURED_ITEMS, utf8Length, type CapturePolicy } from './capture.js';
 import { namedInputs, type ParamSpec } from './params.js';
-import { REDACTED } from './redact.js';
+import { maskUrlSecrets, REDACTED } from './redact.js';
 
 /** The JSON text of one call's inputs, from its arguments. Never throws. */
 export type InputsText = (args: readonly unknown[]) => string;
@@ -70,7 +70,7 @@ function scalarInputs(args: readonly unknown[], members: readonly Member[], poli
         case 'string':
           // Checked before writing: a string far over the cap is never copied, only cut by capture().
           if (json.length + value.length + 2 > max) return undefined;
-          text = JSON.stringify(value);
+          text = JSON.stringify(policy.redactor.masksUrls ? maskUrlSecrets(value, policy.redactor.isSecret) : value);
           break;
         case 'number':
           // -0 writes as 0, as capture() makes it; NaN and Infinity become text there.

@@ -11,6 +11,11 @@
  *   `tokens` after `access`, `refresh`, `auth`, `api`, `bearer`, `session` or `id`; or
  * - its last word is `token`, `cookie`, `cookies`, `credential` or `credentials` (not `tokens`
  *   alone, which counts them: `max_tokens`).
+ *
+ * Secrets also travel inside text, in URLs: the same rule masks a URL's query and fragment
+ * parameters (`?access_token=...`), with names only a URL uses for them (`key`, Google's API keys;
+ * `sig` and `...Signature`, signed URLs), and the password of `scheme://user:password@host`
+ * ({@link maskUrlSecrets}).
  */
 import { InvalidOptionError } from '../errors.js';
 
@@ -33,6 +38,8 @@ export type RedactOption =
 /** The compiled form the capture walk consults for every object key. */
 export interface Redactor {
   isSecret(key: string): boolean;
+  /** Whether URLs in captured text are masked ({@link maskUrlSecrets}); not with `redact: false`. */
+  readonly masksUrls: boolean;
   readonly transform: ((key: string, value: unknown, path: ReadonlyArray<string | number>) => unknown) | undefined;
 }
 
@@ -72,9 +79,14 @@ export function isSecretKey(key: string): boolean {
  * must stay `apikey` (split, it reads `ap ikey`).
  */
 function classify(key: string): boolean {
-  const camelWords = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2');
+  const camelWords = splitCamelCase(key);
   const acronymWords = camelWords.replace(/([A-Z])([A-Z][a-z])/g, '$1 $2');
   return wordsAreSecret(wordsOf(camelWords)) || (acronymWords !== camelWords && wordsAreSecret(wordsOf(acronymWords)));
+}
+
+/** `apiKey` as `api Key`: a space before each capital that follows a lower-case letter or digit. */
+function splitCamelCase(text: string): string {
+  return text.replace(/([a-z0-9])([A-Z])/g, '$1 $2');
 }
 
 /**
@@ -101,17 +113,68 @@ function wordsAreSecret(words: readonly string[]): boolean {
   return false;
 }
 
-const NOTHING_SECRET: Redactor = { isSecret: () => false, transform: undefined };
-const DEFAULT_REDACTOR: Redactor = { isSecret: isSecretKey, transform: undefined };
+const NOTHING_SECRET: Redactor = { isSecret: () => false, masksUrls: false, transform: undefined };
+const DEFAULT_REDACTOR: Redactor = { isSecret: isSecretKey, masksUrls: true, transform: undefined };
 
 /** Compile `options.redact` once, when `trace()` is called. */
 export function compileRedactor(option: RedactOption | undefined): Redactor {
   if (option === undefined) return DEFAULT_REDACTOR;
   if (option === false) return NOTHING_SECRET;
-  if (typeof option === 'function') return { isSecret: isSecretKey, transform: option };
+  if (typeof option === 'function') return { isSecret: isSecretKey, masksUrls: true, transform: option };
   if (Array.isArray(option)) {
     const extra = new Set(option.map((key) => String(key).toLowerCase()));
-    return { isSecret: (key) => extra.has(key.toLowerCase()) || isSecretKey(key), transform: undefined };
+    return { isSecret: (key) => extra.has(key.toLowerCase()) || isSecretKey(key), masksUrls: true, transform: undefined };
   }
   throw new InvalidOptionError('redact', 'false, a list of keys or a function', option);
+}
+
+/**
+ * What names a secret in a URL, though not as an object's key (where `key` is a lookup): a
+ * parameter named `key` (Google's API keys), or one whose last word is `sig` or `signature`
+ * (signed URLs: Azure's `sig`, S3's `X-Amz-Signature`).
+ */
+const URL_KEY_NAME = 'key';
+const URL_SIGNATURE_WORDS = new Set(['sig', 'signature']);
+
+/**
+ * A URL in text: a scheme and `://`, up to whitespace, a quote or an angle bracket. Its parts:
+ * `scheme://`, the user info (when followed by `@`), the rest up to the query, then the query and
+ * fragment.
+ */
+const URL_IN_TEXT = /[a-z][a-z0-9+.-]*:\/\/[^\s"'<>`]+/gi;
+const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#]+)@/i;
+/** `name=value` in a query or fragment: after `?`, `#`, `&` or `;`. */
+const PARAMETER = /([?#&;])([^=&#;]+)=([^&#;]*)/g;
+
+/**
+ * `text` with the secrets of the URLs in it replaced by `[REDACTED]`: the password of
+ * `scheme://user:password@host`, and the value of each query or fragment parameter whose name
+ * (percent-decoded) `isSecret`, is `key`, or ends in the word `sig` or `signature`. Text without
+ * `://` is returned as it is, after one native search: the cost for text that holds no URL.
+ *
+ * @example
+ * maskUrlSecrets('GET https://api.example.com/v1?key=AIza123&q=moons', isSecretKey);
+ * // 'GET https://api.example.com/v1?key=[REDACTED]&q=moons'
+ */
+export function maskUrlSecrets(text: string, isSecret: (key: string) => boolean): string {
+  if (!text.includes('://')) return text;
+  return text.replace(URL_IN_TEXT, (url) =>
+    url
+      .replace(USER_INFO, `$1${REDACTED}@`)
+      .replace(PARAMETER, (parameter, separator: string, name: string) =>
+        isUrlSecret(name, isSecret) ? `${separator}${name}=${REDACTED}` : parameter,
+      ),
+  );
+}
+
+function isUrlSecret(name: string, isSecret: (key: string) => boolean): boolean {
+  let decoded = name;
+  try {
+    decoded = decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    // Malformed percent-escapes: the name as written.
+  }
+  if (decoded.toLowerCase() === URL_KEY_NAME || isSecret(decoded)) return true;
+  const words = wordsOf(splitCamelCase(decoded));
+  return URL_SIGNATURE_WORDS.has(words[words.length - 1] ?? '');
 }

@@ -64,3 +64,67 @@ describe('redaction', () => {
     expect(JSON.stringify(value)).not.toContain('sk-live-123');
   });
 });
+
+describe('secrets in URLs', () => {
+  const masked = (text: string) => capture(text, policy).value;
+
+  it('masks query and fragment parameters named like secrets, keeping the rest of the URL', () => {
+    expect(masked('https://generativelanguage.googleapis.com/v1beta/models/gemini:generateContent?key=AIzaSyA-123&alt=sse')).toBe(
+      'https://generativelanguage.googleapis.com/v1beta/models/gemini:generateContent?key=[REDACTED]&alt=sse',
+    );
+    expect(masked('https://acct.blob.core.windows.net/c/b.txt?sv=2024-01-01&se=2026-12-31&sig=abc%2Bdef%3D')).toBe(
+      'https://acct.blob.core.windows.net/c/b.txt?sv=2024-01-01&se=2026-12-31&sig=[REDACTED]',
+    );
+    expect(masked('https://s3.amazonaws.com/b/k?X-Amz-Credential=AKIA%2F20261206&X-Amz-Security-Token=tok&X-Amz-Signature=f00d&X-Amz-Expires=60')).toBe(
+      'https://s3.amazonaws.com/b/k?X-Amz-Credential=[REDACTED]&X-Amz-Security-Token=[REDACTED]&X-Amz-Signature=[REDACTED]&X-Amz-Expires=60',
+    );
+    // The OAuth implicit flow returns its token in the fragment.
+    expect(masked('https://app.example/cb#access_token=ya29.a0&token_type=Bearer&expires_in=3599')).toBe(
+      'https://app.example/cb#access_token=[REDACTED]&token_type=Bearer&expires_in=3599',
+    );
+    // Percent-encoded and mixed-case names are read as decoded.
+    expect(masked('https://x.example/?API%5FKEY=1&Client_Secret=2&page=3')).toBe('https://x.example/?API%5FKEY=[REDACTED]&Client_Secret=[REDACTED]&page=3');
+  });
+
+  it('masks the password of user info, and URLs inside longer text (a prompt, a log line)', () => {
+    expect(masked('postgres://app:s3cr%40t@db.internal:5432/prod')).toBe('postgres://app:[REDACTED]@db.internal:5432/prod');
+    expect(masked('redis://:p@ss@cache:6379/0')).toBe('redis://:[REDACTED]@cache:6379/0');
+    expect(masked('Fetch "https://api.example.com/v1/data?token=abc123" then summarise it.\nDone: https://ok.example/?q=1')).toBe(
+      'Fetch "https://api.example.com/v1/data?token=[REDACTED]" then summarise it.\nDone: https://ok.example/?q=1',
+    );
+  });
+
+  it('leaves URLs without secrets, ports, counts named like tokens, and text without URLs as they are', () => {
+    for (const text of [
+      'https://example.com:8443/path?q=moons&page=2#top',
+      'https://api.example.com/v1/chat?max_tokens=512&keys=3',
+      'no url here: key=value & token=not-a-url',
+      'mailto:someone@example.com?subject=key',
+      '',
+    ]) {
+      expect(masked(text)).toBe(text);
+    }
+  });
+
+  it('masks URLs in inputs (the direct path for scalar arguments too), outputs and nested values; not with redact: false', () => {
+    const fetchJson = trace(function fetchJson(url: string, options: { retries: number; next: string }) {
+      return { url, echoed: [url] };
+    });
+    const url = 'https://api.example.com/v1/items?api_key=sk-live-9&page=2';
+    fetchJson(url, { retries: 1, next: url });
+    const scalar = trace(function get(target: string) {
+      return target.length;
+    });
+    scalar(url);
+    const shown = `${JSON.stringify(tracing.span('fetchJson').attributes)}${JSON.stringify(tracing.span('get').attributes)}`;
+    expect(shown).not.toContain('sk-live-9');
+    expect(jsonAttribute(tracing.span('get'), 'inputs')).toEqual({ target: 'https://api.example.com/v1/items?api_key=[REDACTED]&page=2' });
+
+    tracing.reset();
+    const raw = trace(function rawGet(target: string) {
+      return target;
+    }, { redact: false });
+    raw(url);
+    expect(jsonAttribute(tracing.span('rawGet'), 'inputs')).toEqual({ target: url });
+  });
+});
