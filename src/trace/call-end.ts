@@ -116,15 +116,20 @@ export class CallEnd {
    * settle it any more (an async function awaiting what nothing will resolve), and the call ends
    * as `abandoned`; still pending at `endOpenCalls`, it ends as `unfinished`. Until it is watched
    * the promise is held here: one that can still settle is held by what will settle it anyway,
-   * and one that cannot is collected a little later.
+   * and one that cannot is collected a little later. Never throws: watching is a safety net, and
+   * the call goes on without it.
    */
   watchPending(promise: Promise<unknown>): void {
     if (this.#done) return;
     const pending = { end: this, promise };
     this.#pending = pending;
     recentlyPending.push(pending);
-    if (recentlyPending.length >= dropSettledAt) dropSettled();
-    if (pendingTimer === undefined) startPendingTimer();
+    try {
+      if (recentlyPending.length >= dropSettledAt) dropSettled();
+      if (pendingTimer === undefined) startPendingTimer();
+    } catch {
+      // A patched `setTimeout` that failed: the calls listed are watched at the next one that works.
+    }
   }
 
   #unwatch(): void {
@@ -269,8 +274,9 @@ function dropSettled(): void {
 
 function startPendingTimer(): void {
   pendingTimer = setTimeout(watchLongPending, PENDING_WATCHED_AFTER_MS);
-  // A traced call still waiting must not keep the process alive; the exit flush ends it.
-  pendingTimer.unref();
+  // A traced call still waiting must not keep the process alive; the exit flush ends it. (Not
+  // every `setTimeout` returns a Node timer: jsdom's and some fake timers return a number.)
+  pendingTimer.unref?.();
 }
 
 /** Watch the calls still waiting since the tick before; the recent ones wait for the next tick. */

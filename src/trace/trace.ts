@@ -326,9 +326,11 @@ function settle(call: TracedCall, end: CallEnd, ctx: Context, result: unknown): 
     throw error;
   };
   if (result instanceof Promise) {
-    end.watchPending(result);
-    if (Object.getPrototypeOf(result) === Promise.prototype) return withOwnMembers(result, result.then(onValue, onError));
-    return observeSubclass(result, onValue, onError);
+    if (Object.getPrototypeOf(result) === Promise.prototype) {
+      end.watchPending(result);
+      return withOwnMembers(result, result.then(onValue, onError));
+    }
+    return observeSubclass(result, onValue, onError, end);
   }
   // A `then` that cannot be replaced on a proxy (a frozen object's): the value is returned as it
   // is and the call ends now, as for any other object.
@@ -410,14 +412,21 @@ function settleValue(call: TracedCall, end: CallEnd, ctx: Context, value: unknow
  * stays unhandled unless the caller takes `promise` in hand. The first `then` the caller makes
  * (directly, or through `await`, `catch` or `finally`) marks the observing chain handled, so a
  * caller who handles the rejection sees no extra unhandled one.
+ *
+ * The call's pending result, watched in case nothing can settle it (`watchPending`), is the
+ * observing chain, not `promise`: a subclass's `then` may chain on a promise of its own and keep
+ * nothing of `promise` alive (OpenAI's and Anthropic's `APIPromise` chain on their response
+ * promise), so once the caller has awaited it `promise` can be collected while the request runs.
  */
 function observeSubclass(
   promise: Promise<unknown>,
   onValue: (value: unknown) => unknown,
   onError: (error: unknown) => never,
+  end: CallEnd,
 ): Promise<unknown> {
   const then = promise.then;
   const observing = Reflect.apply(then, promise, [onValue, onError]) as Promise<unknown>;
+  if (observing instanceof Promise) end.watchPending(observing);
   let claimed = false;
   const callerThen = function (this: unknown, onFulfilled?: unknown, onRejected?: unknown): unknown {
     if (!claimed) {

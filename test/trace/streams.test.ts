@@ -419,6 +419,34 @@ describe('async calls whose promise stays pending', () => {
     );
   });
 
+  it('keep a promise subclass whose then() chains on a promise of its own open while its request runs (an SDK\'s APIPromise)', async () => {
+    // The shape of openai-node v4's and the Anthropic SDK's APIPromise: resolved at once, its
+    // `then` chains on the response promise, so the caller's `await` holds nothing of it.
+    class ApiPromise<T> extends Promise<T> {
+      #parsed: Promise<T> | undefined;
+      constructor(private readonly response: Promise<T>) {
+        super((resolve) => resolve(null as T));
+      }
+      override then<A = T, B = never>(onFulfilled?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+        this.#parsed ??= this.response.then((value) => value);
+        return this.#parsed.then(onFulfilled, onRejected);
+      }
+    }
+    const chat = trace(function chat(question: string) {
+      return new ApiPromise(new Promise<{ answer: string }>((resolve) => setTimeout(() => resolve({ answer: `re: ${question}` }), watchedBy + 300)));
+    });
+    let answered = false;
+    const answer = chat('hi').then((value) => {
+      answered = true;
+      return value;
+    });
+    await collectGarbageUntil(() => answered, watchedBy + 1000);
+    expect(await answer).toEqual({ answer: 're: hi' });
+    const span = tracing.span('chat');
+    expect(span.attributes['callbridge.stream.end']).toBeUndefined();
+    expect(jsonAttribute(span, 'output')).toEqual({ answer: 're: hi' });
+  });
+
   it('end at once when they settle soon, as before', async () => {
     const quick = trace(async function quick() {
       await new Promise((resolve) => setTimeout(resolve, 5));

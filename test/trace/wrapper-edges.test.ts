@@ -4,7 +4,7 @@
  * function again, and `setCallAttributes` under the call's own `redact`.
  */
 import { SpanStatusCode } from '@opentelemetry/api';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { toCallParts } from '../../src/mapping/index.js';
 import { setCallAttributes, trace, withThread } from '../../src/trace/index.js';
 import { installProvider, jsonAttribute } from './provider.js';
@@ -185,5 +185,46 @@ describe("setCallAttributes and the call's redact option", () => {
     const span = tracing.span('handle');
     expect(jsonAttribute(span, 'inputs')).toEqual({ ip: 'x.x.x.x' });
     expect(jsonAttribute(span, 'wandb.attributes')).toEqual({ clientIp: 'x.x.x.x' });
+  });
+});
+
+describe('a global setTimeout that returns a number (jsdom, some fake timers)', () => {
+  it('changes nothing for an async traced call, and throws from no timer', async () => {
+    const realSetTimeout = globalThis.setTimeout;
+    const thrown: unknown[] = [];
+    // jsdom's window.setTimeout: a number, and no unref().
+    vi.stubGlobal('setTimeout', (fn: () => void, ms?: number) =>
+      Number(
+        realSetTimeout(() => {
+          try {
+            fn();
+          } catch (error) {
+            thrown.push(error);
+          }
+        }, ms),
+      ),
+    );
+    try {
+      // A fresh copy of the wrapper: its timer for pending calls is not running yet.
+      vi.resetModules();
+      const fresh = await import('../../src/trace/index.js');
+      const answer = fresh.trace(async function answer(question: string) {
+        await new Promise((resolve) => realSetTimeout(resolve, 5));
+        return `ok ${question}`;
+      });
+      expect(await answer('x')).toBe('ok x');
+      // Past the pending calls' timer, which runs through the stubbed setTimeout.
+      await new Promise((resolve) => realSetTimeout(resolve, 1200));
+      expect(await fresh.trace(async function later() {
+        return 2;
+      })()).toBe(2);
+    } finally {
+      vi.unstubAllGlobals();
+    }
+    expect(thrown).toEqual([]);
+    const span = tracing.span('answer');
+    expect(span.status.code).toBe(SpanStatusCode.UNSET);
+    expect(span.attributes.output).toBe('ok x');
+    expect(tracing.span('later').attributes.output).toBe(2);
   });
 });
