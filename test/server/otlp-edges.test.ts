@@ -229,6 +229,21 @@ describe('OTLP ingest at the edges', () => {
     expect(readDump(pid, '00000000000000bf')).toMatchObject({ end_time: '2554-07-21T23:34:33.709552Z', attributes: { max: 2 ** 63, min: -(2 ** 63), u: '+/8=', p: 'AQ==' } });
   });
 
+  it('checks base64 of any length in linear time: a 6 M-character bytesValue is stored, a 6 M-character trace id is a rejected span, never a 500', async () => {
+    const pid = project();
+    const big = 'QUJD'.repeat(1_500_000);
+    await sendJsonOk(pid, [jsonSpan('00000000000000e1', { attributes: [kv('blob', { bytesValue: big }), kv('note', str('kept'))] })]);
+    expect(readDump(pid, '00000000000000e1').attributes.note).toBe('kept');
+    const res = await send(jsonRequest([jsonSpan('00000000000000e2', { traceId: 'A'.repeat(6_000_000) })]), { projectId: pid });
+    expect(res.status, res.text.slice(0, 300)).toBe(200);
+    expect(res.json).toMatchObject({ partialSuccess: { rejectedSpans: '1' } });
+    // Lengths as base64 has them: a last group of 1 character carries no byte; padding fills a group.
+    for (const [bytesValue, ok] of [['AQID', true], ['AQI', true], ['AQ', true], ['A', false], ['AQ=', false], ['AQI==', false], ['AQ==', true], ['AQI=', true], ['AQIDBA==', true], ['-_-_', true], ['+/-_', false]] as const) {
+      const answer = await send(jsonRequest([jsonSpan('00000000000000e3', { attributes: [kv('b', { bytesValue })] })]), { projectId: pid });
+      expect(answer.status, `${bytesValue}: ${answer.text}`).toBe(ok ? 200 : 400);
+    }
+  });
+
   it('stores the later of two spans with one id in one request; keeps NUL in a name and an empty name as sent', async () => {
     const pid = project();
     await sendJsonOk(pid, [jsonSpan('00000000000000b4', { name: 'first' }), jsonSpan('00000000000000b4', { name: 'second' })]);

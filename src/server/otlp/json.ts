@@ -51,9 +51,13 @@ const NON_FINITE_DOUBLES: Readonly<Record<string, number>> = {
 const INTEGER_TEXT = /^-?\d{1,20}$/;
 const UNSIGNED_INTEGER_TEXT = /^\d{1,20}$/;
 const ENUM_NUMBER_TEXT = /^-?\d{1,10}$/;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-/** Bytes as protobuf JSON parsers take them: base64 in the standard or the URL-safe alphabet, padded or not. */
-const BASE64_BYTES = /^(?:(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?|(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2}(?:==)?|[A-Za-z0-9_-]{3}=?)?)$/;
+/**
+ * Base64 text in either alphabet, checked by characters only: the lengths are checked apart
+ * ({@link isBase64}). A pattern that repeats 4-character groups backtracks one stack frame per
+ * group, and overflowed V8's stack on ~4.5 M characters, far inside a 32 MiB body (a 500).
+ */
+const BASE64_STANDARD_CHARACTERS = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64_URL_SAFE_CHARACTERS = /^[A-Za-z0-9_-]*={0,2}$/;
 
 /**
  * Decodes an OTLP/JSON `ExportTraceServiceRequest` from UTF-8 text, read as every JSON body is
@@ -224,7 +228,8 @@ function anyValue(value: unknown, path: string, depth: number, budget: DecodeBud
   }
   if ((raw = field(object, 'bytesValue', 'bytes_value')) !== undefined) {
     // Node's base64 decoder skips what is not base64: `"!!!!"` would be stored as no bytes.
-    if (typeof raw !== 'string' || !BASE64_BYTES.test(raw)) throw wrongType(`${path}.bytesValue`, 'base64 text', raw);
+    // Bytes as protobuf JSON parsers take them: either alphabet, padded or not.
+    if (typeof raw !== 'string' || !isBase64(raw, { urlSafe: true, unpadded: true })) throw wrongType(`${path}.bytesValue`, 'base64 text', raw);
     return new Uint8Array(Buffer.from(raw, 'base64'));
   }
   return null;
@@ -276,11 +281,25 @@ function nanosAt(object: JsonObject, camel: string, snake: string, path: string)
  */
 function idAt(object: JsonObject, camel: string, snake: string, path: string, bytes: number): string {
   const text = stringAt(object, camel, snake, path);
-  if (text.length !== bytes * 2 && BASE64.test(text)) {
+  if (text.length !== bytes * 2 && isBase64(text, { urlSafe: false, unpadded: false })) {
     const decoded = Buffer.from(text, 'base64');
     if (decoded.length === bytes) return decoded.toString('hex');
   }
   return text.toLowerCase();
+}
+
+/**
+ * Whether `text` is base64: the standard alphabet (or, with `urlSafe`, the URL-safe one), padded
+ * with `=` to a multiple of 4 characters (or, with `unpadded`, also without its padding). Linear
+ * in the text, whatever its length.
+ */
+function isBase64(text: string, { urlSafe, unpadded }: { readonly urlSafe: boolean; readonly unpadded: boolean }): boolean {
+  if (!BASE64_STANDARD_CHARACTERS.test(text) && !(urlSafe && BASE64_URL_SAFE_CHARACTERS.test(text))) return false;
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  // 4 characters carry 3 bytes; a last group of 2 or 3 carries 1 or 2, one of 1 carries nothing.
+  const lastGroup = (text.length - padding) % 4;
+  if (padding > 0) return lastGroup === 4 - padding;
+  return lastGroup === 0 || (unpadded && lastGroup !== 1);
 }
 
 /**
