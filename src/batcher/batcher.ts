@@ -944,9 +944,11 @@ class QueueBatcher<T> implements Batcher<T> {
     if (!entry.shrunkAfter413) {
       entry.shrunkAfter413 = true;
       const before = this.#wireBytes(entry);
-      // Aim at a quarter; when the strings are too small a part of the record for that, send it
-      // cut as far as they allow: the server's limit is unknown and may still be met.
-      if (this.#shrink(entry, Math.floor(before * SHRINK_AFTER_413), { bestEffort: true })) {
+      // Aim at a quarter, or under the size batches are built to when a 413 taught one (a body
+      // of half that size was refused); when the strings are too small a part of the record for
+      // that, send it cut as far as they allow: the server's limit may still be met.
+      const target = Math.min(Math.floor(before * SHRINK_AFTER_413), this.#batchBytes() - ENVELOPE_BYTES);
+      if (this.#shrink(entry, target, { bestEffort: true })) {
         // Not a drop, but the call will not hold all its text: say so (rare: one span at a time).
         this.#log.warn(
           `callbridge: the service refused a span of ${before} bytes for its size (${reason}); its largest strings were cut to ${this.#wireBytes(entry)} bytes and it is sent once more`,

@@ -706,6 +706,20 @@ describe('413 (SPEC §4.6)', () => {
     expect(logged.filter((line) => line.level === 'warn')).toHaveLength(warnings.length);
   });
 
+  it('cuts a single span the service refuses to the size it learnt, not only to a quarter of its own', async () => {
+    const { transport, batcher } = setup({}, tooLargeOver(3000));
+    addRecords(batcher, 0, 40, 'y'.repeat(100));
+    await batcher.forceFlush();
+    const sentBefore = transport.posted.length;
+    // ~20 KB: a quarter of it (~5 KB) would still be refused, and the span dropped.
+    batcher.add(record(100, 'z'.repeat(20_000)));
+    await batcher.forceFlush();
+    const sizes = transport.posted.slice(sentBefore).map((request) => Buffer.byteLength(request.body));
+    expect(sizes).toHaveLength(2);
+    expect(sizes[1]).toBeLessThanOrEqual(3000);
+    expect(batcher.stats()).toMatchObject({ delivered: 41, dropped: { too_large: 0 } });
+  });
+
   it('learns nothing from a 413 on a single span (its size is its own)', async () => {
     // maxBatchItems counts items: two per span (start and end).
     const { transport, batcher } = setup({ maxBatchItems: 8 }, tooLargeOver(20_000));
