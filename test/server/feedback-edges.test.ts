@@ -83,6 +83,25 @@ describe('feedback/create: payload numbers', () => {
 });
 
 
+describe('feedback/create: a retried id', () => {
+  it('is the same record when its payload has the same content (keys in any order), a conflict when a number differs past 2^53', async () => {
+    const project = 'acme/retried';
+    const body = (payload: string) =>
+      `{"project_id":"${project}","weave_ref":"weave:///${project}/call/1","feedback_type":"t","id":"r1","payload":${payload}}`;
+    const first = await call('/feedback/create', body('{"big":12345678901234567890,"note":"n"}'));
+    expect(first.status, first.text).toBe(200);
+    const again = await call('/feedback/create', body('{"note":"n","big":12345678901234567890}'));
+    expect(again.status, again.text).toBe(200);
+    expect(again.body.created_at).toBe(first.body.created_at);
+    // The same double once parsed, another number as written: not the record stored.
+    const other = await call('/feedback/create', body('{"big":12345678901234567891,"note":"n"}'));
+    expect(other.status, other.text).toBe(400);
+    expect(feedbackCount(project)).toBe(1);
+    const stored = await call('/feedback/query', { project_id: project });
+    expect(stored.text).toContain('12345678901234567890');
+  });
+});
+
 describe('feedback/create: reactions', () => {
   it('refuses reaction "emoji" that are no emoji: unassigned pictographic code points, stacked skin tones', async () => {
     // U+1FFFD and U+1FC00 are unassigned (Extended_Pictographic reserves them); the hosted

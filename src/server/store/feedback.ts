@@ -9,7 +9,6 @@
  * record without storing the new one (the service purges first and then checks the new record, so
  * a new record that breaks a rule loses the old one there).
  */
-import { isDeepStrictEqual } from 'node:util';
 import type { Query } from '../../wire/common.js';
 import type { SqliteDatabase } from './sqlite.js';
 import { BadRequestError, HttpError } from '../errors.js';
@@ -29,6 +28,7 @@ import { listQueryTail } from './content-common.js';
 import { StatementCache } from './statement-cache.js';
 import { assertJsonDepth } from '../json-depth.js';
 import { feedbackPayloadText } from '../digest-bodies.js';
+import { pythonDumpsAt } from '../python-json.js';
 import { checkFeedbackKind, type ReadObjectVersion } from './feedback-kinds.js';
 import { createObjectStore, type ObjectStore } from './objects.js';
 import { parseProjectRef, type WeaveRef } from './weave-refs.js';
@@ -271,11 +271,17 @@ function jsonObjectOf(members: ReadonlyArray<readonly [key: string, text: string
   return `{${members.map(([key, text]) => `${JSON.stringify(key)}:${text}`).join(',')}}`;
 }
 
+/**
+ * Whether a create for a stored id carries the stored record's content. Payloads are compared as
+ * Python's `json.dumps(..., sort_keys=True)` of their text: key order does not matter, numbers
+ * are compared as written (an integer past 2^53 is not equal to its neighbour, as it would be
+ * once parsed into doubles), and `1` differs from `1.0` (a retry sends the same text).
+ */
 function sameContent(a: FeedbackRow, b: FeedbackRow): boolean {
   return (
     a.weave_ref === b.weave_ref &&
     a.feedback_type === b.feedback_type &&
-    isDeepStrictEqual(JSON.parse(a.payload), JSON.parse(b.payload)) &&
+    pythonDumpsAt(a.payload, 0) === pythonDumpsAt(b.payload, 0) &&
     a.creator === b.creator &&
     REF_FIELDS.every((field) => a[field] === b[field])
   );
