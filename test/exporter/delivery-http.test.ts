@@ -135,12 +135,16 @@ describe('bounded memory (SPEC §4.3)', () => {
 
 describe('413 (SPEC §4.6)', () => {
   it('splits on an early 413, cuts one oversized span, drops a hopeless one; all others stored once', async () => {
-    const { url } = await proxied(() => ({ kind: 'proxy' }), 60_000);
+    // Hopeless: refused whatever its size (cut to the size the batcher learns, it would fit).
+    const { url } = await proxied(
+      (request) => (request.body.includes('HOPELESS') ? { kind: 'status', status: 413, body: { reason: 'Request too large' } } : { kind: 'proxy' }),
+      60_000,
+    );
     const exporter = exporterFor(url);
     const provider = providerFor(exporter);
     const emitted = emitSpans(provider, 200, (index) => {
       if (index === 50) return { 'input.value': 'g'.repeat(100_000) };
-      if (index === 150) return { 'input.value': 'h'.repeat(2_000_000) };
+      if (index === 150) return { 'input.value': 'h'.repeat(2_000_000), marker: 'HOPELESS' };
       return { 'input.value': `question ${index} `.repeat(20) };
     });
     await flushAll(provider, exporter);
