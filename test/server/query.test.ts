@@ -735,6 +735,16 @@ describe('property: any JSON body', () => {
     ),
   }));
 
+  it('runs $convert to int of an integer past 2^53 through our SQL functions (node:sqlite threw a RangeError)', () => {
+    // The property below found it: whole_number(whole_number(2^53)) hands node:sqlite an integer
+    // argument no number holds exactly.
+    const big = { $convert: { input: { $convert: { input: { $literal: 9007199254740992 }, to: 'int' } }, to: 'int' } };
+    for (const expr of [{ $contains: { input: { $literal: false }, substr: big } }, { $eq: [big, { $literal: 9007199254740992 }] }]) {
+      const compiled = compileQuery({ $expr: expr }, FIELDS);
+      expect(() => db.prepare(`SELECT id FROM calls c WHERE ${compiled.sql}`).all(...compiled.params)).not.toThrow();
+    }
+  });
+
   it('only ValidationError or BadRequestError is thrown, and compiled SQL always prepares and runs', () => {
     const outcomes = { compiled: 0, invalid: 0, unknownField: 0 };
     fc.assert(

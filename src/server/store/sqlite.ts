@@ -69,6 +69,10 @@ export interface SqliteDatabase {
    * its read lock cannot be upgraded.
    */
   transaction<Args extends unknown[], Result>(fn: (...args: Args) => Result): SqliteTransaction<Args, Result>;
+  /**
+   * Registers a SQL function. An integer argument past 2^53 reaches `fn` as a bigint under
+   * node:sqlite and as the nearest number under better-sqlite3; safe integers as numbers on both.
+   */
   function(name: string, options: { readonly deterministic?: boolean }, fn: (...args: never[]) => unknown): unknown;
   close(): unknown;
 }
@@ -179,7 +183,7 @@ interface DatabaseSync {
   readonly isTransaction: boolean;
   prepare(sql: string): StatementSync;
   exec(sql: string): void;
-  function(name: string, options: { deterministic: boolean }, fn: (...args: never[]) => unknown): void;
+  function(name: string, options: { deterministic: boolean; useBigIntArguments: boolean }, fn: (...args: never[]) => unknown): void;
   close(): void;
 }
 
@@ -302,7 +306,14 @@ class NodeSqliteDatabase implements SqliteDatabase {
   }
 
   function(name: string, options: { readonly deterministic?: boolean }, fn: (...args: never[]) => unknown): this {
-    this.#db.function(name, { deterministic: options.deterministic ?? false }, fn);
+    // node:sqlite throws (a RangeError, a 500) when an integer argument is past 2^53 and is to be
+    // read as a number; better-sqlite3 rounds it. Integers come as bigints here, and go to `fn` as
+    // numbers when they are safe ones, as bigints past that, which `fn` can hand back as they are.
+    const call = fn as (...args: unknown[]) => unknown;
+    const withSafeNumbers = (...args: unknown[]): unknown => call(...args.map(safeNumber));
+    // node:sqlite registers as many arguments as the function's `length` says.
+    Object.defineProperty(withSafeNumbers, 'length', { value: fn.length });
+    this.#db.function(name, { deterministic: options.deterministic ?? false, useBigIntArguments: true }, withSafeNumbers);
     return this;
   }
 
@@ -374,6 +385,13 @@ function closingOnError(rows: IterableIterator<unknown>): IterableIterator<unkno
   };
   return closing;
 }
+
+/** A bigint a number holds exactly, as that number; anything else as it is. */
+function safeNumber(value: unknown): unknown {
+  return typeof value === 'bigint' && value >= MIN_SAFE && value <= MAX_SAFE ? Number(value) : value;
+}
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 /** undefined binds NULL (node:sqlite refuses it), in a named-parameter object too. */
 function bindable(value: unknown): unknown {
