@@ -136,35 +136,75 @@ export function compileRedactor(option: RedactOption | undefined): Redactor {
 const URL_KEY_NAME = 'key';
 const URL_SIGNATURE_WORDS = new Set(['sig', 'signature']);
 
-/**
- * A URL in text: a scheme and `://`, up to whitespace, a quote or an angle bracket. Its parts:
- * `scheme://`, the user info (when followed by `@`), the rest up to the query, then the query and
- * fragment.
- */
-const URL_IN_TEXT = /[a-z][a-z0-9+.-]*:\/\/[^\s"'<>`]+/gi;
+/** Longest URL scheme looked for before a `://` (`git+ssh`, `chrome-extension`: well under it). */
+const MAX_SCHEME_LENGTH = 32;
+/** Where a URL in text ends: whitespace, a quote, an angle bracket or a backtick. */
+const URL_END = /[\s"'<>`]/g;
 const USER_INFO = /^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)([^/?#]+)@/i;
-/** `name=value` in a query or fragment: after `?`, `#`, `&` or `;`. */
-const PARAMETER = /([?#&;])([^=&#;]+)=([^&#;]*)/g;
+/**
+ * `name=value` in a query or fragment: after `?`, `#`, `&` or `;`. No separator inside a name,
+ * so each attempt stops at the next one: linear in the URL (a name that could hold `?` made a
+ * URL of many `?` quadratic).
+ */
+const PARAMETER = /([?#&;])([^=&#;?]+)=([^&#;]*)/g;
 
 /**
  * `text` with the secrets of the URLs in it replaced by `[REDACTED]`: the password of
  * `scheme://user:password@host`, and the value of each query or fragment parameter whose name
  * (percent-decoded) `isSecret`, is `key`, or ends in the word `sig` or `signature`. Text without
  * `://` is returned as it is, after one native search: the cost for text that holds no URL.
+ * Linear in the text: URLs are found from their `://`, never by a pattern tried at every position
+ * (which, before a long run of letters, is quadratic: 2.4 s for 40 000 letters).
  *
  * @example
  * maskUrlSecrets('GET https://api.example.com/v1?key=AIza123&q=moons', isSecretKey);
  * // 'GET https://api.example.com/v1?key=[REDACTED]&q=moons'
  */
 export function maskUrlSecrets(text: string, isSecret: (key: string) => boolean): string {
-  if (!text.includes('://')) return text;
-  return text.replace(URL_IN_TEXT, (url) =>
-    url
-      .replace(USER_INFO, `$1${REDACTED}@`)
-      .replace(PARAMETER, (parameter, separator: string, name: string) =>
-        isUrlSecret(name, isSecret) ? `${separator}${name}=${REDACTED}` : parameter,
-      ),
-  );
+  let separator = text.indexOf('://');
+  if (separator < 0) return text;
+  let masked = '';
+  let copiedTo = 0;
+  while (separator >= 0) {
+    const start = schemeStart(text, separator);
+    URL_END.lastIndex = separator + 3;
+    const end = URL_END.test(text) ? URL_END.lastIndex - 1 : text.length;
+    if (start < separator) {
+      const url = text.slice(start, end);
+      const safe = maskUrl(url, isSecret);
+      if (safe !== url) {
+        masked += text.slice(copiedTo, start) + safe;
+        copiedTo = end;
+      }
+    }
+    separator = text.indexOf('://', end);
+  }
+  return copiedTo === 0 ? text : masked + text.slice(copiedTo);
+}
+
+/** Where the scheme before the `://` at `separator` starts (`separator` itself when there is none). */
+function schemeStart(text: string, separator: number): number {
+  let start = separator;
+  while (start > 0 && separator - start < MAX_SCHEME_LENGTH && isSchemeCharacter(text.charCodeAt(start - 1))) start--;
+  // A scheme begins with a letter: `1http://` holds `http`.
+  while (start < separator && !isLetter(text.charCodeAt(start))) start++;
+  return start;
+}
+
+function isLetter(code: number): boolean {
+  return (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a);
+}
+
+function isSchemeCharacter(code: number): boolean {
+  return isLetter(code) || (code >= 0x30 && code <= 0x39) || code === 0x2b || code === 0x2d || code === 0x2e;
+}
+
+function maskUrl(url: string, isSecret: (key: string) => boolean): string {
+  return url
+    .replace(USER_INFO, `$1${REDACTED}@`)
+    .replace(PARAMETER, (parameter, separator: string, name: string) =>
+      isUrlSecret(name, isSecret) ? `${separator}${name}=${REDACTED}` : parameter,
+    );
 }
 
 function isUrlSecret(name: string, isSecret: (key: string) => boolean): boolean {

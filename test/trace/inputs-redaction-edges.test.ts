@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { capture, DEFAULT_MAX_VALUE_BYTES } from '../../src/trace/capture.js';
 import { trace } from '../../src/trace/index.js';
 import { parseParams } from '../../src/trace/params.js';
-import { compileRedactor } from '../../src/trace/redact.js';
+import { compileRedactor, isSecretKey, maskUrlSecrets } from '../../src/trace/redact.js';
 import { installProvider, jsonAttribute } from './provider.js';
 
 const tracing = installProvider();
@@ -104,6 +104,19 @@ describe('secrets in URLs', () => {
     ]) {
       expect(masked(text)).toBe(text);
     }
+  });
+
+  it('reads long text in one pass: a long run of letters before a URL, a URL of many ?, a value holding ?', () => {
+    // Each was quadratic with a pattern tried at every position (seconds for these lengths).
+    // Longer than capture keeps: the masking itself is what is read here.
+    const mask = (text: string) => maskUrlSecrets(text, isSecretKey);
+    const letters = 'a'.repeat(300_000);
+    expect(mask(`${letters} https://x.example/?key=k1`)).toBe(`${letters} https://x.example/?key=[REDACTED]`);
+    const questions = `https://x.example/${'?'.repeat(300_000)}`;
+    expect(mask(questions)).toBe(questions);
+    expect(masked('https://x.example/?token=ab?cd&next=https://y.example/?q=1')).toBe('https://x.example/?token=[REDACTED]&next=https://y.example/?q=1');
+    const many = Array.from({ length: 20_000 }, (_, i) => `http://h${i}.example/?sig=s${i}`).join(' ');
+    expect(mask(many)).toBe(Array.from({ length: 20_000 }, (_, i) => `http://h${i}.example/?sig=[REDACTED]`).join(' '));
   });
 
   it('masks URLs in inputs (the direct path for scalar arguments too), outputs and nested values; not with redact: false', () => {
